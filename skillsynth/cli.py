@@ -1,0 +1,235 @@
+"""The ``skillsynth`` command line: a thin layer over the Python API.
+
+Each subcommand turns its options into keyword arguments and calls one public function;
+the logic lives in the library so notebooks and tests use the same code. Exit codes:
+0 success, 1 a failure the command reports (an invalid skill, a broken database),
+2 a usage error (bad options, a path that does not exist).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .config import Thresholds, load_thresholds
+from .errors import SkillsynthError
+from .skill import PROFILES, Skill, validate_dir
+from .store import MemoryStore
+
+__all__ = ["build_parser", "main"]
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+
+class _UsageError(Exception):
+    """A command-line mistake: reported with exit status 2."""
+
+
+def _print_json(obj: Any) -> None:
+    print(json.dumps(obj, indent=2, sort_keys=True, default=str))
+
+
+# ---------------------------------------------------------------------- db
+def _db_init(args: argparse.Namespace) -> int:
+    with MemoryStore.init(args.path) as store:
+        version = store.schema_version()
+    print(f"created {args.path} (GAIA memory schema v{version})")
+    return EXIT_OK
+
+
+def _db_migrate(args: argparse.Namespace) -> int:
+    if not Path(args.path).exists():
+        raise _UsageError(f"{args.path}: no such file")
+    report = MemoryStore.migrate_file(args.path, dry_run=args.dry_run)
+    if not report.steps:
+        print(f"{args.path}: already at schema v{report.from_version}; nothing to do")
+        return EXIT_OK
+    verb = "would migrate" if report.dry_run else "migrated"
+    print(f"{args.path}: {verb} v{report.from_version} -> v{report.to_version}")
+    for step in report.steps:
+        print(f"  {step}")
+    return EXIT_OK
+
+
+def _db_info(args: argparse.Namespace) -> int:
+    if not Path(args.path).exists():
+        raise _UsageError(f"{args.path}: no such file")
+    with MemoryStore.open(args.path, read_only=True) as store:
+        info = store.info()
+    if args.json:
+        _print_json(info)
+        return EXIT_OK
+    print(f"path:            {info['path']}")
+    print(f"schema version:  {info['schema_version']}")
+    print(f"embedder id:     {info['embedder_id'] or '-'}")
+    print(f"sessions:        {info['tool_history_sessions']} (with tool calls)")
+    print("rows:")
+    for table, n in info["rows"].items():
+        print(f"  {table:<16} {'(absent)' if n is None else n}")
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------- skill
+def _skill_validate(args: argparse.Namespace) -> int:
+    skill_dir = Path(args.dir)
+    if not skill_dir.is_dir():
+        raise _UsageError(f"{skill_dir}: not a directory (pass the folder that holds SKILL.md)")
+    errors = validate_dir(skill_dir, args.profile)
+    if errors:
+        for e in errors:
+            print(e)
+        return EXIT_FAIL
+    print(f"{skill_dir}: valid under {args.profile}")
+    return EXIT_OK
+
+
+def _skill_render(args: argparse.Namespace) -> int:
+    src = Path(args.file)
+    if not src.is_file():
+        raise _UsageError(f"{src}: no such file")
+    try:
+        skill = Skill.parse(src.read_text(encoding="utf-8"))
+    except SkillsynthError as exc:
+        raise SkillsynthError(f"{src}: {exc}") from exc
+    out = skill.write(args.out, args.profile, overwrite=args.overwrite)
+    errors = validate_dir(out, args.profile)
+    if errors:  # a Skill always renders valid; this guards the guarantee loudly
+        for e in errors:
+            print(e, file=sys.stderr)
+        return EXIT_FAIL
+    print(f"wrote {out / 'SKILL.md'} ({args.profile}, valid)")
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------- config
+def _parse_sets(pairs: Sequence[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep:
+            raise _UsageError(f"--set {pair!r}: expected KEY=VALUE")
+        out[key.strip()] = _yaml_scalar(raw)
+    return out
+
+
+def _yaml_scalar(raw: str) -> Any:
+    """Read one command-line value as YAML would (``0.9`` -> float, ``true`` -> bool)."""
+    import yaml
+
+    return yaml.safe_load(raw) if raw.strip() else raw
+
+
+def _config_show(args: argparse.Namespace) -> int:
+    th = load_thresholds(args.settings, overrides=_parse_sets(args.set))
+    if args.json:
+        _print_json(th.to_settings_block())
+        return EXIT_OK
+    docs = Thresholds.describe()
+    for key, value in th.to_settings_block().items():
+        print(f"{key:<24} {value!s:<8} {docs[key]['doc']}")
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------- demo
+def _demo(args: argparse.Namespace) -> int:
+    from .demo import demo
+
+    report = demo(args.out, overwrite=args.overwrite)
+    print(f"memory.db: {report.db_path} (schema v{report.info['schema_version']}, "
+          f"rows {report.info['rows']})")
+    print(f"procedure: {report.procedure_id}")
+    for (written, checked), errors in report.validity.items():
+        verdict = "valid" if not errors else "INVALID: " + "; ".join(errors)
+        print(f"{written:>11} file under {checked:<11} validator: {verdict}")
+    for profile, d in report.skill_dirs.items():
+        print(f"wrote {d / 'SKILL.md'} ({profile}); re-read to the same skill")
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------- parser
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser; every command and option carries help text."""
+    parser = argparse.ArgumentParser(
+        prog="skillsynth",
+        description="Skill auto-synthesis research toolkit over GAIA's memory.db.")
+    parser.add_argument("--version", action="version", version=f"skillsynth {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def command(group: Any, name: str, help_: str, fn: Callable[[argparse.Namespace], int]
+                ) -> argparse.ArgumentParser:
+        p: argparse.ArgumentParser = group.add_parser(name, help=help_, description=help_)
+        p.set_defaults(func=fn)
+        return p
+
+    db = sub.add_parser("db", help="create, migrate and inspect GAIA memory.db files",
+                        description="Create, migrate and inspect GAIA memory.db files.")
+    dbs = db.add_subparsers(dest="db_command", metavar="ACTION", required=True)
+    p = command(dbs, "init", "create a new memory.db with GAIA's current (v3) schema", _db_init)
+    p.add_argument("path", help="the database file to create (must not exist)")
+    p = command(dbs, "migrate", "migrate a memory.db to v3 additively (no row changes)",
+                _db_migrate)
+    p.add_argument("path", help="the database file to migrate (back it up first)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the steps without changing the file")
+    p = command(dbs, "info", "schema version and row counts (opens read-only)", _db_info)
+    p.add_argument("path", help="the database file to inspect")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+    sk = sub.add_parser("skill", help="render and validate SKILL.md files",
+                        description="Render and validate SKILL.md files.")
+    sks = sk.add_subparsers(dest="skill_command", metavar="ACTION", required=True)
+    p = command(sks, "validate", "validate a skill directory; exit 1 with one error per line",
+                _skill_validate)
+    p.add_argument("dir", help="the skill directory (holds SKILL.md; named like the skill)")
+    p.add_argument("--profile", choices=PROFILES, required=True,
+                   help="gaia691: GAIA #691's rules; agentskills: the real skills-ref validator")
+    p = command(sks, "render", "turn an LLM's intermediate skill into <out>/<name>/SKILL.md",
+                _skill_render)
+    p.add_argument("file", help="the intermediate document (name, when_to_use, tools_required)")
+    p.add_argument("--profile", choices=PROFILES, required=True, help="the SKILL.md profile")
+    p.add_argument("--out", required=True, help="the folder to write <name>/SKILL.md under")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing SKILL.md")
+
+    cfg = sub.add_parser("config", help="show resolved thresholds",
+                         description="Show resolved thresholds.")
+    cfgs = cfg.add_subparsers(dest="config_command", metavar="ACTION", required=True)
+    p = command(cfgs, "show", "thresholds after file, SKILLSYNTH_* environment and --set",
+                _config_show)
+    p.add_argument("--settings", default=None,
+                   help="a GAIA memory_settings.json or a YAML file of thresholds")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one threshold (repeatable)")
+    p.add_argument("--json", action="store_true",
+                   help="print the memory_settings.json skill_synthesis block")
+
+    p = command(sub, "demo", "build a small demo memory.db and skill files (no model calls)",
+                _demo)
+    p.add_argument("out", help="the folder to write memory.db and the skill files into")
+    p.add_argument("--overwrite", action="store_true", help="replace an earlier demo")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except _UsageError as exc:
+        parser.exit(EXIT_USAGE, f"skillsynth: error: {exc}\n")
+    except SkillsynthError as exc:
+        print(f"skillsynth: error: {exc}", file=sys.stderr)
+        return EXIT_FAIL
+    except KeyboardInterrupt:
+        print("skillsynth: interrupted", file=sys.stderr)
+        return 130
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

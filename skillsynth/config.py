@@ -1,0 +1,255 @@
+"""Thresholds: the one frozen configuration object every pipeline stage receives.
+
+GAIA keeps these in ``~/.gaia/memory_settings.json`` under ``skill_synthesis``. GAIA
+logs and ignores a bad value; skillsynth is a research tool, so a bad value is a
+:class:`~skillsynth.errors.ConfigError` that names the key and the allowed range.
+
+Precedence when loading (house rule 6): explicit override > ``SKILLSYNTH_*`` environment
+> file > default. Stages never read the environment themselves; only :func:`load_thresholds`
+does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import ConfigError
+
+__all__ = [
+    "ENV_PREFIX",
+    "SETTINGS_BLOCK",
+    "Thresholds",
+    "gaia_memory_disabled",
+    "load_thresholds",
+]
+
+#: Prefix of the environment variables that override thresholds (``SKILLSYNTH_SIMILARITY_TAU``).
+ENV_PREFIX = "SKILLSYNTH_"
+#: The key of GAIA's ``memory_settings.json`` that holds the synthesis thresholds.
+SETTINGS_BLOCK = "skill_synthesis"
+
+
+def _doc(text: str, lo: float | None = None, hi: float | None = None) -> dict[str, Any]:
+    return {"doc": text, "lo": lo, "hi": hi}
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """GAIA's skill-synthesis thresholds, with GAIA's defaults (#887).
+
+    Construct directly, with :meth:`merge`, or with :func:`load_thresholds`. Every value
+    is checked on construction; an instance is always valid.
+    """
+
+    enabled: bool = field(default=True, metadata=_doc(
+        "Run the synthesis pass at all. Stored procedures stay recallable when false."))
+    min_steps: int = field(default=3, metadata=_doc(
+        "Fewest successful tool calls a session's span needs to be worth distilling.", 1, None))
+    min_occurrences: int = field(default=3, metadata=_doc(
+        "Fewest similar successful sessions before a cluster qualifies.", 1, None))
+    min_success_rate: float = field(default=0.80, metadata=_doc(
+        "Lowest success rate a cluster may have to qualify (0..1).", 0.0, 1.0))
+    similarity_tau: float = field(default=0.82, metadata=_doc(
+        "Cosine threshold on goal embeddings, for clustering and for recall. "
+        "Embedder-specific: calibrate it per embedder.", 0.0, 1.0))
+    max_clusters_per_pass: int = field(default=10, metadata=_doc(
+        "Most clusters distilled (LLM calls) in one pass; bounds cost.", 1, None))
+    max_recall_body_chars: int = field(default=1500, metadata=_doc(
+        "Longest procedure body injected into the planner prompt; longer bodies are "
+        "cut with an explicit truncation marker (the stored body stays whole).", 1, None))
+    recall_top_k: int = field(default=2, metadata=_doc(
+        "Most procedures recalled for one goal.", 1, None))
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            object.__setattr__(self, f.name, _check(f, getattr(self, f.name), source=None))
+
+    # -- construction -------------------------------------------------------------
+    def merge(self, overrides: Mapping[str, Any] | None = None, *, source: str = "override",
+              **kwargs: Any) -> Thresholds:
+        """Return a copy with the given values replaced; a ``None`` value means inherit.
+
+        Raises:
+            ConfigError: on an unknown key or an invalid value.
+        """
+        values = dict(overrides or {}) | kwargs
+        clean = {k: v for k, v in values.items() if v is not None}
+        _reject_unknown(clean, source)
+        fields = {f.name: f for f in dataclasses.fields(self)}
+        checked = {k: _check(fields[k], v, source=source) for k, v in clean.items()}
+        return dataclasses.replace(self, **checked)
+
+    @classmethod
+    def from_memory_settings(cls, path: str | Path, *, base: Thresholds | None = None) -> Thresholds:
+        """Read the ``skill_synthesis`` block of a GAIA ``memory_settings.json``.
+
+        A file without the block gives GAIA's defaults (as GAIA does). Other top-level
+        keys of the file belong to GAIA and are ignored.
+        """
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError as exc:
+            raise ConfigError("settings file not found", source=str(path)) from exc
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"not valid JSON: {exc}", source=str(path)) from exc
+        if not isinstance(data, dict):
+            raise ConfigError("top level must be a JSON object", source=str(path))
+        block = data.get(SETTINGS_BLOCK, {})
+        if not isinstance(block, dict):
+            raise ConfigError(f"'{SETTINGS_BLOCK}' must be an object", key=SETTINGS_BLOCK,
+                              source=str(path))
+        return (base or cls()).merge(block, source=str(path))
+
+    @classmethod
+    def from_yaml(cls, path: str | Path, *, base: Thresholds | None = None) -> Thresholds:
+        """Read thresholds from YAML: either the block itself or a ``skill_synthesis:`` key."""
+        path = Path(path)
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except FileNotFoundError as exc:
+            raise ConfigError("config file not found", source=str(path)) from exc
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"not valid YAML: {exc}", source=str(path)) from exc
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise ConfigError("top level must be a mapping", source=str(path))
+        if SETTINGS_BLOCK in data:
+            if set(data) != {SETTINGS_BLOCK}:
+                extra = sorted(set(data) - {SETTINGS_BLOCK})
+                raise ConfigError(f"unknown top-level keys {extra} beside '{SETTINGS_BLOCK}'",
+                                  source=str(path))
+            data = data[SETTINGS_BLOCK]
+            if not isinstance(data, dict):
+                raise ConfigError(f"'{SETTINGS_BLOCK}' must be a mapping", key=SETTINGS_BLOCK,
+                                  source=str(path))
+        return (base or cls()).merge(data, source=str(path))
+
+    # -- export -------------------------------------------------------------------
+    def to_settings_block(self) -> dict[str, Any]:
+        """The values as GAIA's ``skill_synthesis`` block (JSON-ready)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def describe(cls) -> dict[str, dict[str, Any]]:
+        """Every field with its default, allowed range and documentation (for help and docs)."""
+        out: dict[str, dict[str, Any]] = {}
+        for f in dataclasses.fields(cls):
+            out[f.name] = {"default": f.default, "min": f.metadata["lo"],
+                           "max": f.metadata["hi"], "doc": f.metadata["doc"]}
+        return out
+
+
+def _field_names() -> list[str]:
+    return [f.name for f in dataclasses.fields(Thresholds)]
+
+
+def _reject_unknown(values: Mapping[str, Any], source: str | None) -> None:
+    unknown = sorted(set(values) - set(_field_names()))
+    if unknown:
+        raise ConfigError(
+            f"unknown threshold key(s) {unknown}; known keys are {_field_names()}",
+            key=unknown[0], source=source)
+
+
+def _range_text(lo: float | None, hi: float | None) -> str:
+    if lo is not None and hi is not None:
+        return f"between {lo} and {hi}"
+    if lo is not None:
+        return f">= {lo}"
+    return "any value"
+
+
+def _check(f: dataclasses.Field[Any], value: Any, *, source: str | None) -> Any:
+    """Validate one field value; return it in its canonical Python type."""
+    key = f"{SETTINGS_BLOCK}.{f.name}"
+    lo, hi = f.metadata["lo"], f.metadata["hi"]
+    if f.type in ("bool", bool):
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"{key} must be true or false, got {value!r}", key=key, source=source)
+    if f.type in ("int", int):
+        if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
+            else:
+                raise ConfigError(f"{key} must be an integer {_range_text(lo, hi)}, got {value!r}",
+                                  key=key, source=source)
+    elif f.type in ("float", float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{key} must be a number {_range_text(lo, hi)}, got {value!r}",
+                              key=key, source=source)
+        value = float(value)
+        if not math.isfinite(value):
+            raise ConfigError(f"{key} must be finite, got {value!r}", key=key, source=source)
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        raise ConfigError(f"{key}={value!r} is out of range: must be {_range_text(lo, hi)}",
+                          key=key, source=source)
+    return value
+
+
+def _parse_env_value(f: dataclasses.Field[Any], raw: str, var: str) -> Any:
+    text = raw.strip()
+    if f.type in ("bool", bool):
+        lowered = text.lower()
+        if lowered in ("1", "true", "yes", "on"):
+            return True
+        if lowered in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"{var} must be true/false or 1/0, got {raw!r}", key=f.name, source=var)
+    try:
+        return int(text) if f.type in ("int", int) else float(text)
+    except ValueError as exc:
+        raise ConfigError(f"{var} must be a number, got {raw!r}", key=f.name, source=var) from exc
+
+
+def load_thresholds(
+    path: str | Path | None = None,
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Thresholds:
+    """Build the run's thresholds: overrides > ``SKILLSYNTH_*`` env > file > defaults.
+
+    Args:
+        path: a GAIA ``memory_settings.json`` (``.json``) or a YAML file; ``None`` for defaults.
+        overrides: explicit values (e.g. from CLI flags); ``None`` values inherit.
+        env: the environment to read ``SKILLSYNTH_<KEY>`` from; defaults to ``os.environ``.
+            Pass ``{}`` to ignore the environment.
+
+    Raises:
+        ConfigError: naming the key, the source and the allowed range.
+    """
+    result = Thresholds()
+    if path is not None:
+        p = Path(path)
+        result = (Thresholds.from_memory_settings(p) if p.suffix.lower() == ".json"
+                  else Thresholds.from_yaml(p))
+    environ = os.environ if env is None else env
+    fields = {f.name: f for f in dataclasses.fields(Thresholds)}
+    from_env: dict[str, Any] = {}
+    for name, f in fields.items():
+        var = ENV_PREFIX + name.upper()
+        if var in environ:
+            from_env[name] = _parse_env_value(f, environ[var], var)
+    for name, value in from_env.items():
+        result = result.merge({name: value}, source=ENV_PREFIX + name.upper())
+    if overrides:
+        result = result.merge(overrides, source="override")
+    return result
+
+
+def gaia_memory_disabled(env: Mapping[str, str] | None = None) -> bool:
+    """True when GAIA's memory is switched off: ``GAIA_MEMORY_DISABLED`` is exactly ``"1"``."""
+    environ = os.environ if env is None else env
+    return environ.get("GAIA_MEMORY_DISABLED") == "1"

@@ -1,0 +1,161 @@
+"""One exception tree for skillsynth.
+
+Every error skillsynth raises on purpose derives from :class:`SkillsynthError`, so a
+caller can catch the whole family in one clause and a library exception never leaks
+through untranslated (it is chained with ``raise ... from exc``)::
+
+    SkillsynthError
+    ├── ConfigError              a threshold or setting is invalid (names the key and range)
+    ├── StoreError               memory.db cannot be opened, migrated or written
+    │   ├── SchemaError          the file is not a GAIA memory.db we understand
+    │   └── ReadOnlyStoreError   a write was attempted on a store opened read-only
+    ├── SkillError               SKILL.md problems
+    │   ├── MalformedSkill       LLM / intermediate output that is not a valid skill
+    │   └── SkillValidationError a file on disk fails a validator profile
+    ├── CorpusFormatError        a corpus record is broken (names file, record, field)
+    ├── LLMError                 model traffic
+    │   ├── LLMUnavailable       server unreachable or 5xx after bounded retries
+    │   ├── ModelNotFound        the configured model is not served (says how to get it)
+    │   └── MalformedResponse    the server answered something we cannot parse
+    └── EmbedderError            embeddings could not be produced or would be mixed
+
+Messages say what happened and what to do next.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "CorpusFormatError",
+    "EmbedderError",
+    "LLMError",
+    "LLMUnavailable",
+    "MalformedResponse",
+    "MalformedSkill",
+    "ModelNotFound",
+    "ReadOnlyStoreError",
+    "SchemaError",
+    "SkillError",
+    "SkillValidationError",
+    "SkillsynthError",
+    "StoreError",
+]
+
+
+class SkillsynthError(Exception):
+    """Root of every error skillsynth raises deliberately."""
+
+
+class ConfigError(SkillsynthError, ValueError):
+    """A configuration value is missing, of the wrong type or out of range.
+
+    Attributes:
+        key: the dotted name of the offending setting (e.g. ``skill_synthesis.similarity_tau``).
+        source: where the value came from (a file path, ``"override"``, an env var name).
+    """
+
+    def __init__(self, message: str, *, key: str | None = None, source: str | None = None):
+        self.key = key
+        self.source = source
+        where = f" (from {source})" if source else ""
+        super().__init__(f"{message}{where}")
+
+
+class StoreError(SkillsynthError):
+    """A memory.db could not be opened, migrated or written."""
+
+    def __init__(self, message: str, *, path: str | None = None):
+        self.path = path
+        super().__init__(f"{path}: {message}" if path else message)
+
+
+class SchemaError(StoreError):
+    """The database does not have a GAIA memory schema skillsynth understands."""
+
+
+class ReadOnlyStoreError(StoreError):
+    """A mutating call was made on a store opened with ``read_only=True``."""
+
+
+class SkillError(SkillsynthError):
+    """Base class for SKILL.md problems."""
+
+
+class MalformedSkill(SkillError, ValueError):
+    """Text that should describe a skill does not.
+
+    Attributes:
+        field: the frontmatter field or part (``"body"``, ``"frontmatter"``) at fault, if known.
+    """
+
+    def __init__(self, message: str, *, field: str | None = None):
+        self.field = field
+        super().__init__(f"{field}: {message}" if field else message)
+
+
+class SkillValidationError(SkillError):
+    """A SKILL.md file on disk fails a validator profile.
+
+    Attributes:
+        path: the skill directory.
+        profile: ``"gaia691"`` or ``"agentskills"``.
+        errors: every problem found, one message each.
+    """
+
+    def __init__(self, path: str, profile: str, errors: list[str]):
+        self.path = path
+        self.profile = profile
+        self.errors = list(errors)
+        joined = "; ".join(self.errors)
+        super().__init__(f"{path}: invalid under profile {profile}: {joined}")
+
+
+class CorpusFormatError(SkillsynthError, ValueError):
+    """A corpus record cannot be imported.
+
+    Attributes:
+        file: the source file.
+        record: the record index (or id) inside the file.
+        field: the field at fault.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        record: int | str | None = None,
+        field: str | None = None,
+    ):
+        self.file = file
+        self.record = record
+        self.field = field
+        parts = [p for p in (file, f"record {record}" if record is not None else None,
+                             f"field {field!r}" if field else None) if p]
+        prefix = ", ".join(parts)
+        super().__init__(f"{prefix}: {message}" if prefix else message)
+
+
+class LLMError(SkillsynthError):
+    """Base class for failures talking to a model server."""
+
+    def __init__(self, message: str, *, base_url: str | None = None, model: str | None = None):
+        self.base_url = base_url
+        self.model = model
+        super().__init__(message)
+
+
+class LLMUnavailable(LLMError):
+    """The server is unreachable, timed out, or kept answering 5xx after bounded retries."""
+
+
+class ModelNotFound(LLMError):
+    """The server is up but does not serve the configured model."""
+
+
+class MalformedResponse(LLMError):
+    """The server answered, but the body is not what the API promises."""
+
+
+class EmbedderError(SkillsynthError):
+    """Embeddings could not be produced, or would mix vectors from different embedders."""

@@ -1,0 +1,93 @@
+"""Builders for older GAIA databases (v1 and v2), with rows in every table.
+
+v2 is GAIA's schema before #887: every table and index except ``procedures``. v1 also
+lacks ``knowledge.embedding``, ``knowledge.superseded_by`` and
+``conversations.consolidated_at`` and has no ``schema_version`` row.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import struct
+from pathlib import Path
+
+from skillsynth import _schema
+from skillsynth.store import _split_sql
+
+
+def _v1_sql() -> list[str]:
+    stmts = []
+    for stmt in _split_sql(_schema.BASE_SQL):
+        for table, column, decl in _schema.V2_COLUMNS:
+            if f"TABLE IF NOT EXISTS {table} (" in stmt:
+                stmt = re.sub(rf"\n\s*{column}\s+{decl},?(?=\n)", "", stmt)
+        stmts.append(re.sub(r",\s*\)$", "\n)", stmt))
+    return stmts
+
+
+def build_legacy_db(path: Path, version: int) -> None:
+    """Create a GAIA v1 or v2 ``memory.db`` at ``path`` with rows in every table."""
+    assert version in (1, 2)
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("BEGIN")
+    for stmt in (_v1_sql() if version == 1 else _split_sql(_schema.BASE_SQL)):
+        conn.execute(stmt)
+    for sql in _schema.TRIGGERS.values():
+        conn.execute(sql)
+    if version == 2:
+        for sql in _schema.V2_INDEX_SQL:
+            conn.execute(sql)
+        conn.execute("INSERT INTO schema_version VALUES (2, '2026-05-01T09:00:00.000000+02:00')")
+    ts = "2026-05-0{}T10:00:00.123456+02:00"
+    for i in range(1, 4):
+        sid = f"6f1c2d3e-0000-4000-8000-00000000000{i}"
+        conn.execute("INSERT INTO conversations (session_id, role, content, context, timestamp) "
+                     "VALUES (?, 'user', ?, 'global', ?)", (sid, f"find the invoice #{i}: é ünï",
+                                                             ts.format(i)))
+        conn.execute("INSERT INTO conversations (session_id, role, content, timestamp) "
+                     "VALUES (?, 'assistant', 'done', ?)", (sid, ts.format(i)))
+        conn.execute(
+            "INSERT INTO tool_history (session_id, tool_name, args, result_summary, success, "
+            "error, duration_ms, timestamp) VALUES (?, 'search_file', ?, 'ok', 1, NULL, 12, ?)",
+            (sid, '{"pattern": "*invoice*"', ts.format(i)))
+        conn.execute(
+            "INSERT INTO tool_history (session_id, tool_name, args, result_summary, success, "
+            "error, duration_ms, timestamp) VALUES (?, 'read_file', NULL, NULL, 0, 'ENOENT', "
+            "NULL, ?)", (sid, ts.format(i)))
+    emb_cols = ", embedding, superseded_by" if version == 2 else ""
+    emb_vals = ", ?, NULL" if version == 2 else ""
+    params: tuple = ("k1", "fact", "The user's invoices live in ~/Documents/invoices", "files",
+                     0.75, '{"k": [1, 2]}', ts.format(1), ts.format(1))
+    if version == 2:
+        params += (struct.pack("<3f", 0.6, 0.8, 0.0),)
+    conn.execute(
+        "INSERT INTO knowledge (id, category, content, domain, confidence, metadata, "
+        f"created_at, updated_at{emb_cols}) VALUES (?, ?, ?, ?, ?, ?, ?, ?{emb_vals})", params)
+    conn.execute("INSERT INTO knowledge_fts (rowid, content, domain, category) "
+                 "VALUES (1, 'The user''s invoices live in ~/Documents/invoices', 'files', 'fact')")
+    conn.execute("INSERT INTO meta VALUES ('embedder_id', 'user.embeddinggemma-300m-GGUF:768')")
+    conn.execute("COMMIT")
+    conn.close()
+
+
+def table_columns(path: Path) -> dict[str, list[str]]:
+    """Column names of every table in the file, FTS shadow tables included."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+    cols = {t: [r[1] for r in conn.execute(f'PRAGMA table_info("{t}")')] for t in names}
+    conn.close()
+    return cols
+
+
+def dump_rows(path: Path, columns: dict[str, list[str]]) -> dict[str, list[tuple]]:
+    """The given columns of every row of the given tables as SQL literals (``quote()``),
+    sorted, so equal dumps mean byte-identical stored values."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    out = {}
+    for t, cols in columns.items():
+        sel = ", ".join(f'quote("{c}")' for c in cols)
+        out[t] = sorted(conn.execute(f'SELECT {sel} FROM "{t}"').fetchall())
+    conn.close()
+    return out

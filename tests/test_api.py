@@ -1,0 +1,32 @@
+"""``__all__`` lists exactly the public names each module defines (house rule 3)."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+
+import skillsynth
+
+MODULES = [m.name for m in pkgutil.iter_modules(skillsynth.__path__)
+           if not m.name.startswith("_")]
+
+
+def test_every_public_module_has_an_honest_all():
+    assert MODULES
+    for name in MODULES:
+        mod = importlib.import_module(f"skillsynth.{name}")
+        exported = set(getattr(mod, "__all__", ()))
+        assert exported, f"skillsynth.{name} has no __all__"
+        for n in exported:
+            assert hasattr(mod, n), f"skillsynth.{name}.__all__ names missing {n}"
+        defined = {n for n, obj in vars(mod).items()
+                   if not n.startswith("_")
+                   and (inspect.isclass(obj) or inspect.isfunction(obj))
+                   and getattr(obj, "__module__", None) == mod.__name__}
+        assert defined <= exported, f"skillsynth.{name} does not export {defined - exported}"
+
+
+def test_package_all_resolves():
+    for n in skillsynth.__all__:
+        assert hasattr(skillsynth, n), n
