@@ -6,5 +6,7 @@ set -euo pipefail
 . "$(dirname "$0")/_venv.sh" notebooks
 OUT="${1:-$ROOT/eval/results/demo}"
 skillsynth --help
+skillsynth models prepare
+skillsynth models status
 skillsynth demo "$OUT" --overwrite
 skillsynth db info "$OUT/memory.db"

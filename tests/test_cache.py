@@ -1,0 +1,46 @@
+"""The call cache: keys, hits and misses, persistence; no request on a repeated call."""
+
+from __future__ import annotations
+
+from fakes import LEMONADE_RECORDED as REC
+from fakes import FakeServer
+
+from skillsynth.cache import CallCache, cache_key
+from skillsynth.llm import ChatClient, Endpoint
+
+
+def test_key_covers_what_changes_the_answer():
+    base = {"kind": "chat", "backend": "local", "model": "m", "prompt_version": "v1", "request": {"a": 1}}
+    assert cache_key(**base) == cache_key(**dict(reversed(list(base.items()))))
+    for change in ({"model": "m2"}, {"prompt_version": "v2"}, {"request": {"a": 2}},
+                   {"backend": "lemonade"}):
+        assert cache_key(**(base | change)) != cache_key(**base)
+
+
+def test_hits_misses_and_persistence(tmp_path):
+    path = tmp_path / "cache.db"
+    with CallCache(path) as c:
+        assert c.get("k") is None
+        c.put("k", b"v", kind="chat", model="m")
+        assert c.get("k") == b"v"
+        s = c.stats()
+        assert (s.hits, s.misses, s.entries, s.hit_rate) == (1, 1, 1, 0.5)
+    with CallCache(path) as c:
+        assert c.get("k") == b"v" and c.stats().hits == 1
+
+
+def test_second_identical_call_sends_no_request(tmp_path):
+    routes = {("GET", "/api/v1/models"): (200, REC["models"]),
+              ("POST", "/api/v1/chat/completions"): (200, REC["chat"])}
+    msgs = [{"role": "user", "content": "hi"}]
+    with FakeServer(routes) as srv, CallCache(tmp_path / "c.db") as cache:
+        ep = Endpoint("lemonade", srv.base_url, "Gemma-4-E4B-it-GGUF")
+        client = ChatClient(ep, cache=cache)
+        first = client.chat(msgs, prompt_version="p1")
+        n = len(srv.requests)
+        second = ChatClient(ep.with_(base_url=srv.base_url + "/"), cache=cache).chat(
+            msgs, prompt_version="p1")
+        assert len(srv.requests) == n  # the port/base URL is not part of the key
+        assert second.cached and not first.cached and second.content == first.content
+        client.chat(msgs, prompt_version="p2")
+        assert len([r for r in srv.requests if r[0] == "POST"]) == 2

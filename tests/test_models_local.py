@@ -1,0 +1,147 @@
+"""Against the real embedded llama-server with real models (no fakes).
+
+These need ``skillsynth models prepare`` (the README's test command runs it). A missing
+model is a test failure with that instruction, not a skip: the embedded default is a
+product feature and CI is where it is proven.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from skillsynth.cache import CallCache
+from skillsynth.embed import Embedder, check_store_embedder
+from skillsynth.errors import EmbedderError, LLMUnavailable, ModelNotFound
+from skillsynth.llm import ChatClient
+from skillsynth.serve import PreparedModels, locate_models, models_status, serve_local
+from skillsynth.store import MemoryStore
+
+
+@pytest.fixture(scope="session")
+def servers():
+    try:
+        models = locate_models()
+    except ModelNotFound as exc:
+        pytest.fail(f"{exc} (the README's test command does this first)")
+    with serve_local(models) as running:
+        yield running
+
+
+def test_chat_answers(servers):
+    with ChatClient(servers.chat) as c:
+        r = c.chat([{"role": "user", "content": "Name one colour."}], max_tokens=16)
+    assert isinstance(r.content, str) and r.content.strip()
+    assert r.completion_tokens > 0 and r.model == servers.chat.model
+
+
+def test_json_schema_answer_validates(servers):
+    schema = {"type": "object", "additionalProperties": False,
+              "required": ["name", "steps"],
+              "properties": {"name": {"type": "string", "maxLength": 40,
+                                      "pattern": "^[a-z0-9]+(-[a-z0-9]+)*$"},
+                             "steps": {"type": "array", "minItems": 1, "maxItems": 3,
+                                       "items": {"type": "string", "maxLength": 60}}}}
+    with ChatClient(servers.chat) as c:
+        r = c.chat([{"role": "user", "content": "Name a procedure for finding an invoice "
+                     "and list its steps."}], json_schema=schema, max_tokens=600)
+    assert r.finish_reason == "stop", r.content
+    data = json.loads(r.content)
+    assert set(data) == {"name", "steps"}
+    import re
+
+    assert re.match(schema["properties"]["name"]["pattern"], data["name"])
+    assert 1 <= len(data["steps"]) <= 3 and all(isinstance(s, str) for s in data["steps"])
+
+
+def test_embeddings_have_the_models_dimension_and_unit_norm(servers):
+    with Embedder(servers.embed, batch_size=2) as e:
+        v = e.embed(["find my invoice", "draft a reply", "summarise a report"])
+        assert v.shape == (3, 384) and v.dtype == np.float32
+        assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+        assert e.embedder_id == "all-MiniLM-L6-v2-f16:384"
+        assert e.embed([]).shape == (0, 384)
+
+
+def test_similar_goals_score_higher_than_unrelated(servers):
+    with Embedder(servers.embed) as e:
+        a, b, c = e.embed(["Cancel my flight reservation ABC123",
+                           "I want to cancel the booking for my trip",
+                           "What is the capital of Australia?"])
+    assert float(a @ b) > float(a @ c) + 0.3
+
+
+def test_wrong_model_id_is_model_not_found(servers):
+    with ChatClient(servers.chat.with_(model="Gemma-4-E4B-it-GGUF")) as c:
+        with pytest.raises(ModelNotFound, match="skillsynth models prepare"):
+            c.chat([{"role": "user", "content": "hi"}])
+
+
+def test_cache_reuses_real_answers(servers, tmp_path):
+    msgs = [{"role": "user", "content": "Say yes."}]
+    with CallCache(tmp_path / "c.db") as cache, ChatClient(servers.chat, cache=cache) as c:
+        first = c.chat(msgs, max_tokens=8)
+        sent = c.conn.requests_sent
+        again = c.chat(msgs, max_tokens=8)
+        assert again.cached and again.content == first.content
+        assert c.conn.requests_sent == sent and c.calls == 1
+        with Embedder(servers.embed, cache=cache) as e:
+            v1 = e.embed(["find my invoice"])
+            n = e.conn.requests_sent
+            assert np.array_equal(e.embed(["find my invoice"]), v1)
+            assert e.conn.requests_sent == n
+        assert cache.stats().hits == 2
+
+
+def test_store_records_embedder_and_refuses_another(servers, tmp_path):
+    with MemoryStore.init(tmp_path / "memory.db") as store, Embedder(servers.embed) as e:
+        check_store_embedder(store, e)
+        assert store.get_meta("embedder_id") == "all-MiniLM-L6-v2-f16:384"
+        check_store_embedder(store, e)  # same embedder: fine
+        store.set_meta("embedder_id", "user.embeddinggemma-300m-GGUF:768")
+        with pytest.raises(EmbedderError, match="embeddinggemma"):
+            check_store_embedder(store, e)
+
+
+def test_status_reports_both_local_servers(servers):
+    status = models_status(lemonade=servers.chat.with_(base_url="http://127.0.0.1:9/api/v1",
+                                                       max_retries=0),
+                           running=servers)
+    assert status["lemonade"]["reachable"] is False
+    local = status["local"]["servers"]
+    assert local["chat"]["model_served"] and local["embed"]["model_served"]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_servers_stop_on_exit_and_on_error():
+    models = locate_models()
+    with serve_local(models, chat=False) as s:
+        pid = s.servers[0].process.pid
+        assert _alive(pid)
+    s.servers[0].process.wait(timeout=1)
+    assert not _alive(pid)
+    with pytest.raises(RuntimeError), serve_local(models, chat=False) as s:
+        pid = s.servers[0].process.pid
+        raise RuntimeError("boom")
+    s.servers[0].process.wait(timeout=1)
+    assert not _alive(pid)
+
+
+def test_a_server_that_cannot_load_its_model_is_reported(tmp_path):
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"GGUF not really")
+    real = locate_models()
+    broken = PreparedModels(real.llama_server, real.chat_model, bad)
+    with pytest.raises(LLMUnavailable, match="exited"), \
+            serve_local(broken, chat=False, log_dir=tmp_path):
+        pass
