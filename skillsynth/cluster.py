@@ -1,0 +1,266 @@
+"""Cluster: group detected sequences by the meaning of their goals, then qualify clusters.
+
+Three methods over the same unit-length goal embeddings:
+
+* ``agglomerative`` (default; #887's "agglomerate at cosine >= SIMILARITY_TAU"): average
+  linkage (``complete`` optional) cut at distance ``1 - tau``. For scale, a FAISS range
+  search first links every pair with cosine >= tau; average and complete linkage can only
+  merge inside those connected components, so exact linkage runs per component.
+* ``hdbscan``: density clustering on the same vectors (noise points become singletons).
+* ``gaia-greedy``: GAIA's shipped seed clustering, the peer to beat: sessions sorted by
+  normalised goal text, each joins the first seed with cosine >= tau or becomes a seed.
+
+Qualification: at least ``min_occurrences`` sessions and a success rate of at least
+``min_success_rate``. The rate is per *call* by default (GAIA's definition: successful /
+attempted calls over the members), or per *session* (members whose session succeeded);
+every :class:`Cluster` records which was used.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+import numpy as np
+
+from .config import Thresholds
+from .detect import SessionSequence
+from .errors import EmbedderError, SkillsynthError
+
+__all__ = ["Cluster", "Method", "RateDefinition", "cluster_by_goal", "embed_goals",
+           "normalise_goal", "METHODS"]
+
+Method = Literal["agglomerative", "hdbscan", "gaia-greedy"]
+RateDefinition = Literal["calls", "session"]
+METHODS: tuple[Method, ...] = ("agglomerative", "hdbscan", "gaia-greedy")
+
+
+class _Embeds(Protocol):
+    def embed(self, texts: Sequence[str], *, kind: Literal["query", "document"] = ...,
+              progress: bool = ...) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Sessions whose goals mean the same thing, and whether they qualify for distillation.
+
+    Attributes:
+        members: the sequences, in input order.
+        method: the clustering method that produced it.
+        rate_definition: ``"calls"`` (GAIA) or ``"session"``.
+        success_rate: under ``rate_definition``.
+        qualified: size and success rate meet the thresholds.
+        reason: why it does not qualify (empty when it does).
+    """
+
+    members: tuple[SessionSequence, ...]
+    method: str
+    rate_definition: str
+    success_rate: float
+    qualified: bool
+    reason: str = ""
+
+    @property
+    def size(self) -> int:
+        """Distinct sessions in the cluster."""
+        return len(self.members)
+
+    @property
+    def session_ids(self) -> tuple[str, ...]:
+        """Member session ids (what provenance lists)."""
+        return tuple(m.session_id for m in self.members)
+
+    @property
+    def goals(self) -> tuple[str, ...]:
+        """Member goals (the phrasings a distillation prompt shows)."""
+        return tuple(m.goal or "" for m in self.members)
+
+    @property
+    def successful_sessions(self) -> int:
+        """Members whose session succeeded."""
+        return sum(1 for m in self.members if m.succeeded)
+
+    def representative(self) -> SessionSequence:
+        """The successful member with the shortest successful span (ties: earliest)."""
+        ok = [m for m in self.members if m.succeeded] or list(self.members)
+        return min(ok, key=lambda m: m.successful_calls)
+
+
+def normalise_goal(text: str) -> str:
+    """Lowercase, punctuation to spaces, whitespace collapsed (GAIA's sort key)."""
+    return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
+
+
+def embed_goals(sequences: Sequence[SessionSequence], embedder: _Embeds) -> np.ndarray:
+    """Unit-length goal embeddings, one row per sequence (goals must be present)."""
+    goals = []
+    for s in sequences:
+        if s.goal is None:
+            raise SkillsynthError(f"session {s.session_id} has no goal; cluster only "
+                                  "DetectReport.qualified sequences")
+        goals.append(s.goal)
+    return embedder.embed(goals, kind="document", progress=len(goals) > 256)
+
+
+def _check_vectors(vectors: np.ndarray, n: int) -> np.ndarray:
+    v = np.ascontiguousarray(vectors, dtype=np.float32)
+    if v.ndim != 2 or v.shape[0] != n:
+        raise EmbedderError(f"expected {n} embeddings, got an array of shape {v.shape}")
+    if n and not np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-3):
+        raise EmbedderError("goal embeddings must be L2-normalised")
+    return v
+
+
+def _components(v: np.ndarray, tau: float) -> list[list[int]]:
+    """Connected components of the graph 'cosine >= tau' (FAISS range search)."""
+    import faiss
+
+    n = v.shape[0]
+    index = faiss.IndexFlatIP(v.shape[1])
+    index.add(v)
+    lims, _, ids = index.range_search(v, float(tau) - 1e-6)
+    parent = list(range(n))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i in range(n):
+        for j in ids[lims[i]:lims[i + 1]]:
+            ri, rj = find(i), find(int(j))
+            if ri != rj:
+                parent[max(ri, rj)] = min(ri, rj)
+    groups: dict[int, list[int]] = {}
+    for i in range(n):
+        groups.setdefault(find(i), []).append(i)
+    return list(groups.values())
+
+
+def _agglomerative(v: np.ndarray, tau: float, linkage: str) -> list[list[int]]:
+    from scipy.cluster.hierarchy import fcluster
+    from scipy.cluster.hierarchy import linkage as scipy_linkage
+
+    out: list[list[int]] = []
+    for comp in _components(v, tau):
+        if len(comp) == 1:
+            out.append(comp)
+            continue
+        sub = v[comp]
+        dist = np.clip(1.0 - sub @ sub.T, 0.0, 2.0)
+        condensed = dist[np.triu_indices(len(comp), k=1)]
+        z = scipy_linkage(condensed, method=linkage)
+        labels = fcluster(z, t=1.0 - tau + 1e-9, criterion="distance")
+        groups: dict[int, list[int]] = {}
+        for idx, lab in zip(comp, labels, strict=True):
+            groups.setdefault(int(lab), []).append(idx)
+        out.extend(groups.values())
+    return out
+
+
+def _hdbscan(v: np.ndarray, min_size: int) -> list[list[int]]:
+    import hdbscan
+
+    if v.shape[0] < 2:
+        return [[i] for i in range(v.shape[0])]
+    # min_samples=1: clusters of min_occurrences (3) sessions are the normal case here, and
+    # the default min_samples (= min_cluster_size) turns such small groups into noise.
+    # Euclidean distance on unit vectors is monotone in cosine.
+    labels = hdbscan.HDBSCAN(min_cluster_size=max(2, min_size), min_samples=1,
+                             metric="euclidean", allow_single_cluster=True
+                             ).fit_predict(v.astype(np.float64))
+    groups: dict[int, list[int]] = {}
+    out: list[list[int]] = []
+    for i, lab in enumerate(labels):
+        if lab < 0:
+            out.append([i])
+        else:
+            groups.setdefault(int(lab), []).append(i)
+    return list(groups.values()) + out
+
+
+def _gaia_greedy(v: np.ndarray, goals: Sequence[str], tau: float) -> list[list[int]]:
+    order = sorted(range(len(goals)), key=lambda i: (normalise_goal(goals[i]), i))
+    seeds: list[int] = []
+    groups: list[list[int]] = []
+    for i in order:
+        for g, seed in enumerate(seeds):
+            if float(v[i] @ v[seed]) >= tau:
+                groups[g].append(i)
+                break
+        else:
+            seeds.append(i)
+            groups.append([i])
+    return groups
+
+
+def _rate(members: Sequence[SessionSequence], definition: RateDefinition) -> float:
+    if definition == "calls":
+        attempted = sum(m.attempted_calls for m in members)
+        return sum(m.successful_calls for m in members) / attempted if attempted else 0.0
+    return sum(1 for m in members if m.succeeded) / len(members)
+
+
+def cluster_by_goal(
+    sequences: Sequence[SessionSequence],
+    embedder: _Embeds | None,
+    config: Thresholds,
+    method: Method = "agglomerative",
+    *,
+    embeddings: np.ndarray | None = None,
+    linkage: Literal["average", "complete"] = "average",
+    rate: RateDefinition = "calls",
+) -> list[Cluster]:
+    """Cluster sequences by goal and qualify each cluster.
+
+    Args:
+        sequences: detected sequences with goals (``DetectReport.qualified``).
+        embedder: embeds the goals; may be None when ``embeddings`` are given.
+        config: ``similarity_tau``, ``min_occurrences``, ``min_success_rate``.
+        method: ``agglomerative``, ``hdbscan`` or ``gaia-greedy``.
+        embeddings: precomputed unit-length goal vectors, one row per sequence.
+        linkage: for ``agglomerative``.
+        rate: ``"calls"`` (GAIA's per-call rate, the default) or ``"session"``.
+
+    Returns:
+        Clusters, qualified ones first, each sorted by size (largest first).
+    """
+    if method not in METHODS:
+        raise SkillsynthError(f"unknown cluster method {method!r}; choose one of "
+                              f"{', '.join(METHODS)}")
+    if linkage not in ("average", "complete"):
+        raise SkillsynthError(f"linkage must be 'average' or 'complete', got {linkage!r}")
+    if rate not in ("calls", "session"):
+        raise SkillsynthError(f"rate must be 'calls' or 'session', got {rate!r}")
+    seqs = list(sequences)
+    if not seqs:
+        return []
+    if embeddings is None:
+        if embedder is None:
+            raise SkillsynthError("cluster_by_goal needs an embedder or embeddings=")
+        embeddings = embed_goals(seqs, embedder)
+    v = _check_vectors(embeddings, len(seqs))
+    tau = config.similarity_tau
+    if method == "agglomerative":
+        groups = _agglomerative(v, tau, linkage)
+    elif method == "hdbscan":
+        groups = _hdbscan(v, config.min_occurrences)
+    else:
+        groups = _gaia_greedy(v, [s.goal or "" for s in seqs], tau)
+    clusters = []
+    for g in groups:
+        members = tuple(seqs[i] for i in sorted(g))
+        r = _rate(members, rate)
+        reasons = []
+        if len(members) < config.min_occurrences:
+            reasons.append(f"{len(members)} session(s) < min_occurrences "
+                           f"{config.min_occurrences}")
+        if r < config.min_success_rate:
+            reasons.append(f"success rate {r:.2f} ({rate}) < min_success_rate "
+                           f"{config.min_success_rate}")
+        clusters.append(Cluster(members, method, rate, r, not reasons, "; ".join(reasons)))
+    clusters.sort(key=lambda c: (not c.qualified, -c.size))
+    return clusters
