@@ -29,8 +29,15 @@ from .config import Thresholds
 from .detect import SessionSequence
 from .errors import EmbedderError, SkillsynthError
 
-__all__ = ["Cluster", "Method", "RateDefinition", "cluster_by_goal", "embed_goals",
-           "normalise_goal", "METHODS"]
+__all__ = [
+    "METHODS",
+    "Cluster",
+    "Method",
+    "RateDefinition",
+    "cluster_by_goal",
+    "embed_goals",
+    "normalise_goal",
+]
 
 Method = Literal["agglomerative", "hdbscan", "gaia-greedy"]
 RateDefinition = Literal["calls", "session"]

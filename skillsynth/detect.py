@@ -21,7 +21,7 @@ from .config import Thresholds
 from .errors import StoreError
 from .store import MemoryStore, ToolCall
 
-__all__ = ["SessionSequence", "Watermark", "extract_sequences", "DetectReport"]
+__all__ = ["DetectReport", "SessionSequence", "Watermark", "extract_sequences"]
 
 
 @dataclass(frozen=True)

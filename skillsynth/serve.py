@@ -102,7 +102,7 @@ def _run(step: str, cmd: list[str], *, env: Mapping[str, str] | None = None,
     log(f"  $ {' '.join(cmd)}")
     try:
         proc = subprocess.run(cmd, env=dict(env) if env else None, capture_output=True,
-                              text=True)
+                              text=True, check=False)
     except OSError as exc:
         raise PrepareError(f"{step}: cannot run {cmd[0]}: {exc}") from exc
     if proc.returncode != 0:
@@ -323,11 +323,12 @@ def _start(role: str, models: PreparedModels, args: list[str], log_dir: Path,
     log_path = log_dir / f"llama-server-{role}-{port}.log"
     cmd = [str(models.llama_server), "-m", str(model), "--host", "127.0.0.1",
            "--port", str(port), "--alias", model_id, "-t", str(threads), *args]
-    fh = open(log_path, "wb")
+    fh = open(log_path, "wb")  # noqa: SIM115 (handed to the child, closed right after)
+    preexec = _die_with_parent if sys.platform == "linux" else None
     try:
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT,  # noqa: PLW1509
                                 stdin=subprocess.DEVNULL, start_new_session=True,
-                                preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+                                preexec_fn=preexec)
     except OSError as exc:
         raise LLMUnavailable(f"cannot start {models.llama_server}: {exc}") from exc
     finally:

@@ -78,7 +78,7 @@ def test_three_similar_qualify_two_do_not(store, method):
         assert [c.session_ids for c in qualified] == [("inv0", "inv1", "inv2")]
         return
     assert [c.session_ids for c in qualified] == [("inv0", "inv1", "inv2")]
-    mail = [c for c in clusters if "mail0" in c.session_ids][0]
+    mail = next(c for c in clusters if "mail0" in c.session_ids)
     assert not mail.qualified and "min_occurrences" in mail.reason
     assert qualified[0].method == method and qualified[0].rate_definition == "calls"
 

@@ -75,9 +75,9 @@ def test_similar_goals_score_higher_than_unrelated(servers):
 
 
 def test_wrong_model_id_is_model_not_found(servers):
-    with ChatClient(servers.chat.with_(model="Gemma-4-E4B-it-GGUF")) as c:
-        with pytest.raises(ModelNotFound, match="skillsynth models prepare"):
-            c.chat([{"role": "user", "content": "hi"}])
+    with ChatClient(servers.chat.with_(model="Gemma-4-E4B-it-GGUF")) as c, \
+            pytest.raises(ModelNotFound, match="skillsynth models prepare"):
+        c.chat([{"role": "user", "content": "hi"}])
 
 
 def test_cache_reuses_real_answers(servers, tmp_path):
@@ -145,3 +145,25 @@ def test_a_server_that_cannot_load_its_model_is_reported(tmp_path):
     with pytest.raises(LLMUnavailable, match="exited"), \
             serve_local(broken, chat=False, log_dir=tmp_path):
         pass
+
+
+def test_recall_with_real_embeddings_and_disable(servers, tmp_path):
+    from skillsynth.config import Thresholds
+    from skillsynth.recall import recall
+    from skillsynth.store import Procedure
+
+    cfg = Thresholds(similarity_tau=0.6)  # MiniLM scale; GAIA's 0.82 is for a 768-d Gemma
+    with MemoryStore.init(tmp_path / "memory.db") as store, Embedder(servers.embed) as e:
+        texts = ["The user wants to cancel a flight reservation",
+                 "The user wants a summary of a quarterly sales report"]
+        ids = []
+        for name, text, vec in zip(("cancel-flight", "summarise-report"), texts,
+                                   e.embed(texts), strict=True):
+            p = store.put_procedure(Procedure(name=name, when_to_use=text,
+                                              markdown_body="1. step", tools_required=("t",)))
+            store.set_procedure_embedding(p.id, vec)
+            ids.append(p.id)
+        hits = recall(store, e, "cancel my flight booking", cfg)
+        assert [h.procedure.name for h in hits] == ["cancel-flight"]
+        store.set_procedure_enabled(ids[0], False)
+        assert recall(store, e, "cancel my flight booking", cfg) == []
