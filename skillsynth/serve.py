@@ -326,7 +326,7 @@ def _start(role: str, models: PreparedModels, args: list[str], log_dir: Path,
     fh = open(log_path, "wb")  # noqa: SIM115 (handed to the child, closed right after)
     preexec = _die_with_parent if sys.platform == "linux" else None
     try:
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT,  # noqa: PLW1509
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True,
                                 preexec_fn=preexec)
     except OSError as exc:
