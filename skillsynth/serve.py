@@ -328,7 +328,7 @@ def _start(role: str, models: PreparedModels, args: list[str], log_dir: Path,
     try:
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True,
-                                preexec_fn=preexec)
+                                preexec_fn=preexec)  # noqa: PLW1509 (prctl only, no locks)
     except OSError as exc:
         raise LLMUnavailable(f"cannot start {models.llama_server}: {exc}") from exc
     finally:
