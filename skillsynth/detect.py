@@ -124,6 +124,7 @@ def extract_sequences(
     watermark: Watermark | None = None,
     reread: bool = False,
     outcomes: Mapping[str, bool] | None = None,
+    advance: bool = True,
 ) -> DetectReport:
     """Read every session (or, with a watermark, every session with new calls).
 
@@ -134,6 +135,8 @@ def extract_sequences(
         watermark: remember the last call id read; the next pass reads only newer sessions.
         reread: ignore the watermark this time (it is still advanced).
         outcomes: session success labels where known (e.g. from a corpus's labels).
+        advance: write the new watermark now; a caller that may still fail (the synthesis
+            pass) passes False and writes ``report.watermark_after`` itself on success.
 
     Returns:
         A :class:`DetectReport`; ``report.sequences`` holds one entry per session read,
@@ -158,7 +161,7 @@ def extract_sequences(
             session_id=sid, goal=goal.content if goal else None, calls=tuple(cs),
             span=tuple(c for c in cs if c.success), outcome=labels.get(sid)))
     after = max((c.id or 0 for c in new_calls), default=before)
-    if watermark is not None:
+    if watermark is not None and advance:
         watermark.write(store.path, max(after, before))
     return DetectReport(
         sequences=tuple(seqs), sessions_read=len(seqs),

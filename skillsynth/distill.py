@@ -1,0 +1,175 @@
+"""Distill: one low-temperature LLM call turns a qualified cluster into a Skill (or SKIP).
+
+The prompt (versioned: :data:`PROMPT_VERSION` is part of the cache key) shows the
+representative run's tool sequence (tool names; arguments are dropped, as GAIA does, so no
+user data leaks into a procedure), up to five other phrasings of the goal and the
+cluster's success counts. The model answers the intermediate SKILL.md shape or the
+literal ``SKIP``.
+
+Two modes: ``yaml`` (free-form, as GAIA does; wrappers stripped explicitly) and ``json``
+(constrained by a JSON schema whose strings and arrays are all bounded; the answer is
+rendered to the intermediate shape). Either way the result goes through
+:meth:`Skill.parse`, and a skill naming a tool the runs never used is malformed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from .cluster import Cluster
+from .config import Thresholds
+from .errors import MalformedSkill
+from .skill import Skill, strip_wrappers
+
+__all__ = [
+    "PROMPT_VERSION",
+    "DistillMode",
+    "Distillation",
+    "answer_schema",
+    "build_messages",
+    "distill",
+    "distill_cluster",
+]
+
+PROMPT_VERSION = "distill-v1"
+DistillMode = Literal["yaml", "json"]
+TEMPERATURE = 0.1
+MAX_TOKENS = 1024
+
+_SYSTEM = """You write reusable procedures for a tool-using assistant.
+You are shown tool calls from a successful run and several ways users phrased the same goal.
+Write a procedure another run can follow for any goal of this kind, or answer SKIP when the
+runs do not share a reusable procedure.
+
+Answer exactly in this shape and nothing else:
+---
+name: <kebab-case name, lowercase letters, digits and hyphens, at most 64 characters>
+when_to_use: "<one sentence: the kind of goal this procedure serves>"
+tools_required:
+  - <tool name>
+---
+
+1. <first step, naming the tool to call>
+2. <next step>
+
+## Edge cases
+- <what to do when a step fails or finds nothing>"""
+
+
+class _Chats(Protocol):
+    def chat(self, messages: Sequence[dict[str, Any]], *, temperature: float = ...,
+             max_tokens: int = ..., json_schema: dict[str, Any] | None = ...,
+             prompt_version: str = ...) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Distillation:
+    """What one distillation call produced (for the pass report and the notebooks)."""
+
+    skill: Skill | None
+    raw: str
+    cached: bool
+    stripped: bool
+
+
+def build_messages(cluster: Cluster, mode: DistillMode = "yaml") -> list[dict[str, Any]]:
+    """The chat messages for ``cluster`` (no arguments or results of calls are shown)."""
+    rep = cluster.representative()
+    steps = "\n".join(f"{i}. {t}" for i, t in enumerate(rep.tool_names, 1))
+    others = [g for g in dict.fromkeys(cluster.goals) if g != rep.goal][:5]
+    phrasings = "\n".join(f"- {g}" for g in others) or "- (none)"
+    user = (f"Goal of the representative run: {rep.goal}\n\n"
+            f"Its successful tool calls, in order:\n{steps}\n\n"
+            f"Other phrasings of the same goal:\n{phrasings}\n\n"
+            f"Sessions: {cluster.size}; successful sessions: {cluster.successful_sessions}.\n"
+            f"Tools available to name: {', '.join(sorted(set(_cluster_tools(cluster))))}.")
+    system = _SYSTEM if mode == "yaml" else (
+        "You write reusable procedures for a tool-using assistant from successful runs. "
+        "Answer with JSON only. Set skip to true when the runs share no reusable procedure.")
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def _cluster_tools(cluster: Cluster) -> list[str]:
+    return [t for m in cluster.members for t in m.tool_names]
+
+
+def answer_schema(cluster: Cluster) -> dict[str, Any]:
+    """The JSON schema for ``json`` mode: every string and array bounded (small models loop)."""
+    tools = sorted(set(_cluster_tools(cluster)))
+    return {
+        "type": "object", "additionalProperties": False,
+        "required": ["skip", "name", "when_to_use", "tools_required", "steps", "edge_cases"],
+        "properties": {
+            "skip": {"type": "boolean"},
+            "name": {"type": "string", "pattern": "^[a-z0-9]+(-[a-z0-9]+){0,5}$",
+                     "maxLength": 64},
+            "when_to_use": {"type": "string", "minLength": 10, "maxLength": 300},
+            "tools_required": {"type": "array", "items": {"enum": tools}, "minItems": 1,
+                               "maxItems": min(8, len(tools)), "uniqueItems": True},
+            "steps": {"type": "array", "minItems": 1, "maxItems": 8,
+                      "items": {"type": "string", "minLength": 3, "maxLength": 200}},
+            "edge_cases": {"type": "array", "minItems": 1, "maxItems": 4,
+                           "items": {"type": "string", "minLength": 3, "maxLength": 200}},
+        },
+    }
+
+
+def _from_json(text: str) -> str | None:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise MalformedSkill(f"json mode answer is not JSON: {exc}", field="document") from exc
+    if not isinstance(data, dict):
+        raise MalformedSkill("json mode answer is not an object", field="document")
+    if data.get("skip") is True:
+        return None
+    try:
+        tools = "".join(f"  - {json.dumps(t)}\n" for t in data["tools_required"])
+        steps = "\n".join(f"{i}. {' '.join(str(s).split())}"
+                          for i, s in enumerate(data["steps"], 1))
+        edges = "\n".join(f"- {' '.join(str(e).split())}" for e in data["edge_cases"])
+        return (f"---\nname: {json.dumps(data['name'])}\n"
+                f"when_to_use: {json.dumps(data['when_to_use'])}\ntools_required:\n{tools}"
+                f"---\n\n{steps}\n\n## Edge cases\n{edges}\n")
+    except (KeyError, TypeError) as exc:
+        raise MalformedSkill(f"json mode answer lacks {exc}", field="document") from exc
+
+
+def distill(cluster: Cluster, llm: _Chats, config: Thresholds,
+            mode: DistillMode = "yaml") -> Distillation:
+    """One call; returns the raw answer and the Skill (None for SKIP).
+
+    Raises:
+        MalformedSkill: the answer is neither SKIP nor a valid skill, or it names a tool
+            that none of the cluster's runs used.
+        LLMError: the model call failed (the pass decides what that means).
+    """
+    del config  # the thresholds do not shape the prompt; kept for a uniform stage signature
+    schema = answer_schema(cluster) if mode == "json" else None
+    result = llm.chat(build_messages(cluster, mode), temperature=TEMPERATURE,
+                      max_tokens=MAX_TOKENS, json_schema=schema,
+                      prompt_version=f"{PROMPT_VERSION}-{mode}")
+    raw = result.content or ""
+    if mode == "json":
+        text, stripped = _from_json(raw), False
+    else:
+        cleaned = strip_wrappers(raw)
+        stripped = cleaned.strip() != raw.strip()
+        text = None if cleaned.strip() == "SKIP" else cleaned
+    if text is None:
+        return Distillation(None, raw, bool(getattr(result, "cached", False)), stripped)
+    skill = Skill.parse(text)
+    unknown = sorted(set(skill.tools_required) - set(_cluster_tools(cluster)))
+    if unknown:
+        raise MalformedSkill(f"names tools no run used: {', '.join(unknown)}",
+                             field="tools_required")
+    return Distillation(skill, raw, bool(getattr(result, "cached", False)), stripped)
+
+
+def distill_cluster(cluster: Cluster, llm: _Chats, config: Thresholds,
+                    mode: DistillMode = "yaml") -> Skill | None:
+    """:func:`distill`, returning just the Skill (None when the model answered SKIP)."""
+    return distill(cluster, llm, config, mode).skill

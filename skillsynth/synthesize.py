@@ -1,0 +1,161 @@
+"""The synthesis pass: detect -> cluster -> distill -> reconcile, with #887's fail-loud floors.
+
+Floors (the seed's off-state table):
+
+* memory disabled (``GAIA_MEMORY_DISABLED=1``): nothing happens, nothing is read;
+* synthesis disabled (``enabled: false``): the pass is skipped and logged; stored
+  procedures stay recallable;
+* LLM unavailable: the whole pass is skipped and logged, the store unchanged (the model is
+  probed before anything is written; a failure mid-pass rolls back the pass's writes);
+* malformed model output: that cluster is skipped and logged, the others go on;
+* embedder failure: raised (clustering without embeddings would be guessing).
+
+Never a smaller-model or other-backend swap.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import numpy as np
+
+from .cluster import Method, RateDefinition, cluster_by_goal
+from .config import Thresholds, gaia_memory_disabled
+from .detect import Watermark, extract_sequences
+from .distill import DistillMode, distill
+from .errors import LLMError, MalformedSkill
+from .reconcile import reconcile_and_store
+from .store import MemoryStore
+
+__all__ = ["PassReport", "synthesize_skills"]
+
+log = logging.getLogger("skillsynth.synthesize")
+
+
+class _Embeds(Protocol):
+    def embed(self, texts: Sequence[str], *, kind: Literal["query", "document"] = ...,
+              progress: bool = ...) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class PassReport:
+    """Counts of one pass, and why anything was skipped."""
+
+    status: Literal["ran", "memory-disabled", "synthesis-disabled", "llm-unavailable",
+                    "dry-run"]
+    sessions: int = 0
+    sessions_without_goal: int = 0
+    clusters: int = 0
+    qualified: int = 0
+    distilled: int = 0
+    added: int = 0
+    updated: int = 0
+    noop: int = 0
+    skipped: tuple[tuple[str, str], ...] = ()
+    llm_calls: int = 0
+    cache_hits: int = 0
+    procedure_ids: tuple[str, ...] = ()
+    message: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready (``skillsynth synthesize --json``)."""
+        from dataclasses import asdict
+
+        return asdict(self)
+
+
+def synthesize_skills(
+    store: MemoryStore,
+    llm: Any,
+    embedder: _Embeds,
+    config: Thresholds,
+    *,
+    method: Method = "agglomerative",
+    rate: RateDefinition = "calls",
+    mode: DistillMode = "yaml",
+    watermark: Watermark | None = None,
+    outcomes: Mapping[str, bool] | None = None,
+    env: Mapping[str, str] | None = None,
+    dry_run: bool = False,
+) -> PassReport:
+    """Run one synthesis pass over ``store``.
+
+    Args:
+        store: a writable memory database (read-only only with ``dry_run``).
+        llm: a :class:`~skillsynth.llm.ChatClient` (or anything with its ``chat``).
+        embedder: an :class:`~skillsynth.embed.Embedder`.
+        config: the run's thresholds.
+        method, rate: passed to :func:`~skillsynth.cluster.cluster_by_goal`.
+        mode: ``yaml`` (free-form) or ``json`` (schema-constrained) distillation.
+        watermark: read only sessions new since the last pass.
+        outcomes: session success labels, where known.
+        env: the environment for ``GAIA_MEMORY_DISABLED`` (default ``os.environ``).
+        dry_run: detect, cluster and report what would be distilled; no LLM call, no write.
+    """
+    if gaia_memory_disabled(env):
+        log.info("memory disabled (GAIA_MEMORY_DISABLED=1): synthesis does nothing")
+        return PassReport("memory-disabled", message="GAIA_MEMORY_DISABLED=1")
+    if not config.enabled:
+        log.warning("skill synthesis disabled in config: pass skipped; stored procedures "
+                    "stay recallable")
+        return PassReport("synthesis-disabled", message="skill_synthesis.enabled is false")
+    detected = extract_sequences(store, config, watermark=watermark, outcomes=outcomes,
+                                 advance=False)
+    clusters = cluster_by_goal(detected.qualified, embedder, config, method, rate=rate)
+    qualified = [c for c in clusters if c.qualified]
+    todo = qualified[: config.max_clusters_per_pass]
+    base = {"sessions": detected.sessions_read,
+                "sessions_without_goal": len(detected.without_goal), "clusters": len(clusters),
+                "qualified": len(qualified)}
+    over = [("cluster", (f"{len(qualified) - len(todo)} qualified cluster(s) over "
+             f"max_clusters_per_pass {config.max_clusters_per_pass}"))] \
+        if len(qualified) > len(todo) else []
+    if dry_run:
+        return PassReport("dry-run", **base, skipped=tuple(over),
+                          details={"would_distill": [c.session_ids for c in todo]})
+    calls_before = getattr(llm, "calls", 0)
+    hits_before = llm.cache.stats().hits if getattr(llm, "cache", None) else 0
+    try:
+        if todo and hasattr(llm, "conn"):
+            llm.conn.ensure_model()  # probe before writing anything
+        skipped = list(over)
+        added = updated = noop = distilled = 0
+        ids: list[str] = []
+        with store.transaction():
+            for c in todo:
+                label = ",".join(c.session_ids[:3]) + ("…" if c.size > 3 else "")
+                try:
+                    d = distill(c, llm, config, mode)
+                except MalformedSkill as exc:
+                    log.warning("cluster [%s]: malformed model output skipped: %s", label, exc)
+                    skipped.append((label, f"malformed: {exc}"))
+                    continue
+                if d.skill is None:
+                    log.info("cluster [%s]: the model answered SKIP", label)
+                    skipped.append((label, "model answered SKIP"))
+                    continue
+                distilled += 1
+                r = reconcile_and_store(d.skill, c, store, embedder, config)
+                if r.action == "ADD":
+                    added += 1
+                elif r.action == "UPDATE":
+                    updated += 1
+                else:
+                    noop += 1
+                if r.procedure_id:
+                    ids.append(r.procedure_id)
+    except LLMError as exc:
+        log.error("LLM unavailable: synthesis pass skipped, store unchanged: %s", exc)
+        return PassReport("llm-unavailable", **base, message=str(exc),
+                          llm_calls=getattr(llm, "calls", 0) - calls_before)
+    if watermark is not None:
+        watermark.write(store.path, detected.watermark_after)
+    hits = (llm.cache.stats().hits - hits_before) if getattr(llm, "cache", None) else 0
+    return PassReport("ran", **base, distilled=distilled, added=added, updated=updated,
+                      noop=noop, skipped=tuple(skipped),
+                      llm_calls=getattr(llm, "calls", 0) - calls_before, cache_hits=hits,
+                      procedure_ids=tuple(ids))

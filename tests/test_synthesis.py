@@ -1,0 +1,225 @@
+"""Distill, reconcile and the synthesis pass with its floors, on real SQLite stores.
+
+The LLM and embedder here are FAKES (named so) that return fixed answers; the real-model
+path is in test_models_local.py. The LLM-down floor uses a real closed port.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import socket
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from skillsynth.cluster import cluster_by_goal
+from skillsynth.config import Thresholds
+from skillsynth.detect import Watermark, extract_sequences
+from skillsynth.distill import PROMPT_VERSION, build_messages, distill_cluster
+from skillsynth.errors import EmbedderError, MalformedSkill
+from skillsynth.llm import ChatClient, Endpoint
+from skillsynth.reconcile import reconcile_and_store
+from skillsynth.synthesize import synthesize_skills
+
+ANSWER = """<think>hmm</think>
+```markdown
+---
+name: find-invoice
+when_to_use: "The user wants to find an invoice"
+tools_required:
+  - search_file
+  - read_file
+---
+
+1. Call search_file with the invoice number.
+2. Call read_file on the match.
+
+## Edge cases
+- No match: ask the user.
+```"""
+
+
+@dataclass
+class FakeResult:
+    content: str
+    cached: bool = False
+
+
+class FakeLLM:
+    """FAKE chat client: returns queued answers and records the calls."""
+
+    def __init__(self, *answers):
+        self.answers = list(answers)
+        self.calls = 0
+        self.seen = []
+
+    def chat(self, messages, **kw):
+        self.calls += 1
+        self.seen.append((messages, kw))
+        return FakeResult(self.answers.pop(0) if len(self.answers) > 1 else self.answers[0])
+
+
+class FakeEmbedder:
+    """FAKE embedder: texts mentioning 'invoice' point one way, 'mail' another."""
+
+    def __init__(self, fail=False):
+        self.fail = fail
+
+    def embed(self, texts, *, kind="document", progress=False):
+        if self.fail:
+            raise EmbedderError("embedding server down (fake)")
+        out = []
+        for t in texts:
+            h = int(hashlib.sha256(t.encode()).hexdigest()[:4], 16) / 65535 * 0.05
+            base = [1, h, 0] if "invoice" in t.lower() else [0, h, 1]
+            v = np.array(base, dtype=np.float32)
+            out.append(v / np.linalg.norm(v))
+        return np.vstack(out)
+
+
+def _sessions(store, n, goal="find invoice {i}", tools=("search_file", "read_file", "reply"),
+              prefix="inv"):
+    for i in range(n):
+        with store.transaction():
+            for t in tools:
+                store.log_tool_call(f"{prefix}{i}", t, {"q": i}, "ok", True)
+            store.add_turn(f"{prefix}{i}", "user", goal.format(i=i))
+
+
+def _dump(path):
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    out = {t: conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall()
+           for t in ("procedures", "tool_history", "conversations", "meta")}
+    conn.close()
+    return out
+
+
+def test_three_similar_sessions_make_one_procedure_with_provenance(store):
+    _sessions(store, 3)
+    rep = synthesize_skills(store, FakeLLM(ANSWER), FakeEmbedder(), Thresholds(), env={})
+    assert (rep.status, rep.qualified, rep.distilled, rep.added) == ("ran", 1, 1, 1)
+    (proc,) = store.procedures()
+    assert proc.provenance == {"source": "skillsynth", "from_sessions": ["inv0", "inv1", "inv2"]}
+    assert proc.tools_required == ("search_file", "read_file")
+    assert [s["tool"] for s in proc.tool_sequence] == ["search_file", "read_file", "reply"]
+    assert (proc.success_count, proc.attempt_count) == (3, 3)
+    assert proc.vector() is not None
+
+
+def test_two_sessions_do_not(store):
+    _sessions(store, 2)
+    llm = FakeLLM(ANSWER)
+    rep = synthesize_skills(store, llm, FakeEmbedder(), Thresholds(), env={})
+    assert rep.qualified == 0 and llm.calls == 0 and store.procedures() == []
+
+
+def test_low_success_rate_does_not(store):
+    _sessions(store, 3)
+    for i in range(3):
+        for _ in range(3):
+            store.log_tool_call(f"inv{i}", "search_file", None, None, False, error="x")
+    rep = synthesize_skills(store, FakeLLM(ANSWER), FakeEmbedder(), Thresholds(), env={})
+    assert rep.clusters == 1 and rep.qualified == 0 and store.procedures() == []
+
+
+def test_floor_memory_disabled_does_nothing(store, db_path):
+    _sessions(store, 3)
+    before = _dump(db_path)
+    llm = FakeLLM(ANSWER)
+    rep = synthesize_skills(store, llm, FakeEmbedder(fail=True), Thresholds(),
+                            env={"GAIA_MEMORY_DISABLED": "1"})
+    assert rep.status == "memory-disabled" and llm.calls == 0 and _dump(db_path) == before
+
+
+def test_floor_synthesis_disabled_is_logged_and_recall_still_works(store, caplog):
+    _sessions(store, 3)
+    synthesize_skills(store, FakeLLM(ANSWER), FakeEmbedder(), Thresholds(), env={})
+    with caplog.at_level(logging.WARNING, "skillsynth.synthesize"):
+        rep = synthesize_skills(store, FakeLLM(ANSWER), FakeEmbedder(),
+                                Thresholds(enabled=False), env={})
+    assert rep.status == "synthesis-disabled" and "disabled" in caplog.text
+    from skillsynth.recall import recall
+
+    assert recall(store, FakeEmbedder(), "find invoice 9", Thresholds())
+
+
+def test_floor_llm_down_skips_the_pass_and_leaves_the_store_unchanged(store, db_path, caplog,
+                                                                      tmp_path):
+    _sessions(store, 3)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    llm = ChatClient(Endpoint("local", f"http://127.0.0.1:{port}/v1", "m", max_retries=1,
+                              retry_backoff_s=0.01, connect_timeout_s=1))
+    wm = Watermark(tmp_path / "wm.json")
+    before = _dump(db_path)
+    with caplog.at_level(logging.ERROR, "skillsynth.synthesize"):
+        rep = synthesize_skills(store, llm, FakeEmbedder(), Thresholds(), env={}, watermark=wm)
+    assert rep.status == "llm-unavailable" and "unchanged" in caplog.text
+    assert _dump(db_path) == before
+    assert wm.read(db_path) == 0  # the sessions will be seen again next pass
+
+
+def test_floor_malformed_output_skips_that_cluster_only(store, caplog):
+    _sessions(store, 3)
+    _sessions(store, 3, goal="sort my mail {i}", tools=("list_inbox", "draft_reply", "send"),
+              prefix="mail")
+    bad = ANSWER.replace("## Edge cases", "## Notes")
+    good_mail = ANSWER.replace("find-invoice", "sort-mail").replace(
+        "search_file", "list_inbox").replace("read_file", "draft_reply").replace(
+        "find an invoice", "sort mail")
+    with caplog.at_level(logging.WARNING, "skillsynth.synthesize"):
+        rep = synthesize_skills(store, FakeLLM(bad, good_mail), FakeEmbedder(), Thresholds(),
+                                env={})
+    assert rep.qualified == 2 and rep.added == 1 and len(rep.skipped) == 1
+    assert "Edge cases" in rep.skipped[0][1] and "malformed" in caplog.text
+    assert [p.name for p in store.procedures()] == ["sort-mail"]
+
+
+def test_floor_embedder_failure_raises(store):
+    _sessions(store, 3)
+    with pytest.raises(EmbedderError):
+        synthesize_skills(store, FakeLLM(ANSWER), FakeEmbedder(fail=True), Thresholds(), env={})
+
+
+def test_reconcile_add_noop_update(store):
+    _sessions(store, 5)
+    seqs = extract_sequences(store, Thresholds()).qualified
+    emb, cfg = FakeEmbedder(), Thresholds()
+    clusters = cluster_by_goal(seqs[:3], emb, cfg)
+    skill = distill_cluster(clusters[0], FakeLLM(ANSWER), cfg)
+    first = reconcile_and_store(skill, clusters[0], store, emb, cfg)
+    assert first.action == "ADD"
+    again = reconcile_and_store(skill, clusters[0], store, emb, cfg)
+    assert again.action == "NOOP" and again.procedure_id == first.procedure_id
+    stronger = cluster_by_goal(seqs, emb, cfg)[0]
+    upd = reconcile_and_store(skill, stronger, store, emb, cfg)
+    assert upd.action == "UPDATE" and upd.superseded_id == first.procedure_id
+    old = store.get_procedure(first.procedure_id)
+    assert old.superseded_by == upd.procedure_id  # kept, never deleted
+    assert [p.id for p in store.procedures(active_only=True)] == [upd.procedure_id]
+
+
+def test_distill_rejects_tools_no_run_used_and_accepts_skip(store):
+    _sessions(store, 3)
+    cfg = Thresholds()
+    (c,) = cluster_by_goal(extract_sequences(store, cfg).qualified, FakeEmbedder(), cfg)
+    with pytest.raises(MalformedSkill, match="write_file"):
+        distill_cluster(c, FakeLLM(ANSWER.replace("  - read_file", "  - write_file")), cfg)
+    assert distill_cluster(c, FakeLLM("SKIP"), cfg) is None
+    llm = FakeLLM(json.dumps({"skip": False, "name": "find-invoice",
+                              "when_to_use": "The user wants an invoice",
+                              "tools_required": ["search_file"], "steps": ["search it"],
+                              "edge_cases": ["none found: ask"]}))
+    s = distill_cluster(c, llm, cfg, mode="json")
+    assert s.tools_required == ("search_file",)
+    assert llm.seen[0][1]["json_schema"]["properties"]["tools_required"]["items"]["enum"] == \
+        ["read_file", "reply", "search_file"]
+    assert llm.seen[0][1]["prompt_version"] == f"{PROMPT_VERSION}-json"
+    user = build_messages(c)[1]["content"]
+    assert '"q"' not in user  # arguments never reach the prompt
