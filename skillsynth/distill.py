@@ -88,7 +88,8 @@ def build_messages(cluster: Cluster, mode: DistillMode = "yaml") -> list[dict[st
             f"Tools available to name: {', '.join(sorted(set(_cluster_tools(cluster))))}.")
     system = _SYSTEM if mode == "yaml" else (
         "You write reusable procedures for a tool-using assistant from successful runs. "
-        "Answer with JSON only. Set skip to true when the runs share no reusable procedure.")
+        "Answer with JSON only. These runs succeeded at the same goal, so skip is normally "
+        "false; set it to true only when the runs have nothing reusable in common.")
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
@@ -101,9 +102,10 @@ def answer_schema(cluster: Cluster) -> dict[str, Any]:
     tools = sorted(set(_cluster_tools(cluster)))
     return {
         "type": "object", "additionalProperties": False,
-        "required": ["skip", "name", "when_to_use", "tools_required", "steps", "edge_cases"],
+        # skip comes last: grammar-constrained decoding writes properties in this order, and
+        # a small model asked to decide "skip" before writing anything tends to say true.
+        "required": ["name", "when_to_use", "tools_required", "steps", "edge_cases", "skip"],
         "properties": {
-            "skip": {"type": "boolean"},
             "name": {"type": "string", "pattern": "^[a-z0-9]+(-[a-z0-9]+){0,5}$",
                      "maxLength": 64},
             "when_to_use": {"type": "string", "minLength": 10, "maxLength": 300},
@@ -113,6 +115,7 @@ def answer_schema(cluster: Cluster) -> dict[str, Any]:
                       "items": {"type": "string", "minLength": 3, "maxLength": 200}},
             "edge_cases": {"type": "array", "minItems": 1, "maxItems": 4,
                            "items": {"type": "string", "minLength": 3, "maxLength": 200}},
+            "skip": {"type": "boolean"},
         },
     }
 

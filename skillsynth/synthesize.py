@@ -108,9 +108,9 @@ def synthesize_skills(
     clusters = cluster_by_goal(detected.qualified, embedder, config, method, rate=rate)
     qualified = [c for c in clusters if c.qualified]
     todo = qualified[: config.max_clusters_per_pass]
-    base = {"sessions": detected.sessions_read,
-                "sessions_without_goal": len(detected.without_goal), "clusters": len(clusters),
-                "qualified": len(qualified)}
+    base: dict[str, Any] = {
+        "sessions": detected.sessions_read, "sessions_without_goal": len(detected.without_goal),
+        "clusters": len(clusters), "qualified": len(qualified)}
     over = [("cluster", (f"{len(qualified) - len(todo)} qualified cluster(s) over "
              f"max_clusters_per_pass {config.max_clusters_per_pass}"))] \
         if len(qualified) > len(todo) else []

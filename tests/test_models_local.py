@@ -167,3 +167,30 @@ def test_recall_with_real_embeddings_and_disable(servers, tmp_path):
         assert [h.procedure.name for h in hits] == ["cancel-flight"]
         store.set_procedure_enabled(ids[0], False)
         assert recall(store, e, "cancel my flight booking", cfg) == []
+
+
+def test_synthesis_pass_end_to_end_with_the_embedded_models(servers, tmp_path):
+    # SmolLM2-135M writes poor procedures; what must hold is the path: one qualified cluster,
+    # one real call, and whatever is stored re-reads as a valid skill under both profiles.
+    from skillsynth.config import Thresholds
+    from skillsynth.recall import skill_from_procedure
+    from skillsynth.skill import validate_skill
+    from skillsynth.synthesize import synthesize_skills
+
+    goals = ["Find the invoice from Acme for March", "Locate the March invoice sent by Acme",
+             "Get me Acme's invoice for March"]
+    with MemoryStore.init(tmp_path / "memory.db") as store, \
+            ChatClient(servers.chat) as chat, Embedder(servers.embed) as emb:
+        for i, g in enumerate(goals):
+            for t in ("search_file", "read_file", "query_documents"):
+                store.log_tool_call(f"s{i}", t, {"q": g}, "ok", True)
+            store.add_turn(f"s{i}", "user", g)
+        rep = synthesize_skills(store, chat, emb, Thresholds(similarity_tau=0.6), mode="json",
+                                env={})
+        assert rep.status == "ran" and rep.qualified == 1 and rep.llm_calls == 1
+        assert rep.distilled + len(rep.skipped) == 1
+        for p in store.procedures():
+            assert p.provenance["from_sessions"] == ["s0", "s1", "s2"]
+            skill = skill_from_procedure(p)
+            assert validate_skill(skill, "agentskills") == []
+            assert validate_skill(skill, "gaia691") == []
