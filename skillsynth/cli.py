@@ -9,9 +9,10 @@ the logic lives in the library so notebooks and tests use the same code. Exit co
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -233,6 +234,107 @@ def _bench_models(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# ---------------------------------------------------------------------- pipeline
+@contextlib.contextmanager
+def _clients(args: argparse.Namespace) -> Iterator[tuple[Any, Any]]:
+    """The chat client and embedder of the chosen backend (never a fallback)."""
+    from .cache import CallCache
+    from .embed import Embedder
+    from .llm import LEMONADE_EMBED_MODEL, ChatClient, Endpoint
+    from .serve import locate_models, models_home, serve_local
+
+    cache = None if args.no_cache else CallCache(args.cache or models_home() / "cache.db")
+    try:
+        if args.backend == "lemonade":
+            chat_ep = Endpoint.lemonade(args.model or "Gemma-4-E4B-it-GGUF",
+                                        timeout_s=args.timeout)
+            embed_ep = Endpoint.lemonade(args.embed_model or LEMONADE_EMBED_MODEL,
+                                         timeout_s=args.timeout)
+            with ChatClient(chat_ep, cache=cache) as chat, \
+                    Embedder(embed_ep, cache=cache) as emb:
+                yield chat, emb
+        else:
+            with serve_local(locate_models()) as servers:
+                assert servers.chat is not None and servers.embed is not None
+                with ChatClient(servers.chat, cache=cache) as chat, \
+                        Embedder(servers.embed, cache=cache) as emb:
+                    yield chat, emb
+    finally:
+        if cache is not None:
+            cache.close()
+
+
+def _synthesize(args: argparse.Namespace) -> int:
+    from .embed import check_store_embedder
+    from .synthesize import synthesize_skills
+
+    th = load_thresholds(args.config, overrides=_parse_sets(args.set))
+    with MemoryStore.open(args.db, read_only=args.dry_run) as store, _clients(args) as (c, e):
+        if not args.dry_run:
+            check_store_embedder(store, e)
+        rep = synthesize_skills(store, c, e, th, method=args.method, rate=args.rate,
+                                mode=args.mode, dry_run=args.dry_run)
+    if args.json:
+        _print_json(rep.as_dict())
+    else:
+        for k, v in rep.as_dict().items():
+            if v not in ((), {}, "", 0) or k in ("status", "added"):
+                print(f"{k:<22} {v}")
+    return EXIT_OK if rep.status in ("ran", "dry-run", "synthesis-disabled",
+                                     "memory-disabled") else EXIT_FAIL
+
+
+def _recall(args: argparse.Namespace) -> int:
+    from .recall import recall
+
+    th = load_thresholds(args.config, overrides=_parse_sets(args.set))
+    with MemoryStore.open(args.db, read_only=True) as store, _clients(args) as (_, e):
+        hits = recall(store, e, args.goal, th, touch=False)
+    rows = [{"id": h.procedure.id, "name": h.procedure.name, "score": round(h.score, 4),
+             "when_to_use": h.procedure.when_to_use} for h in hits]
+    if args.json:
+        _print_json(rows)
+    else:
+        for r in rows:
+            print(f"{r['score']:.3f}  {r['id']}  {r['name']}: {r['when_to_use']}")
+        if not rows:
+            print(f"nothing at cosine >= {th.similarity_tau}")
+    return EXIT_OK
+
+
+def _procedures(args: argparse.Namespace) -> int:
+    from .export import export_skill
+
+    action = args.procedures_command
+    with MemoryStore.open(args.db, read_only=action in ("list", "show")) as store:
+        if action == "list":
+            rows = [{"id": p.id, "name": p.name, "enabled": p.enabled,
+                     "superseded_by": p.superseded_by, "success_count": p.success_count,
+                     "attempt_count": p.attempt_count} for p in store.procedures()]
+            if args.json:
+                _print_json(rows)
+            for r in rows if not args.json else ():
+                state = "superseded" if r["superseded_by"] else (
+                    "enabled" if r["enabled"] else "disabled")
+                print(f"{r['id']}  {r['name']:<40} {state:<10} "
+                      f"{r['success_count']}/{r['attempt_count']}")
+            return EXIT_OK
+        proc = store.get_procedure(args.id)
+        if proc is None:
+            raise SkillsynthError(f"{args.db}: no procedure with id {args.id!r}")
+        if action == "show":
+            _print_json({k: v for k, v in proc.__dict__.items() if k != "embedding"}
+                        | {"embedding_dims": None if proc.embedding is None
+                           else len(proc.embedding) // 4})
+        elif action in ("enable", "disable"):
+            store.set_procedure_enabled(proc.id, action == "enable")
+            print(f"{proc.id}: {action}d")
+        else:
+            out = export_skill(store, proc.id, args.out, args.profile, overwrite=args.overwrite)
+            print(f"wrote {out / 'SKILL.md'} ({args.profile}, valid)")
+    return EXIT_OK
+
+
 # ---------------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser; every command and option carries help text."""
@@ -320,6 +422,57 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--home", default=None, help=home_help)
     p.add_argument("--repeats", type=int, default=5, help="runs per figure (median reported)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+    def model_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--backend", choices=("local", "lemonade"), default="local",
+                       help="local: the embedded llama-server models; lemonade: Lemonade Server")
+        p.add_argument("--model", default=None, help="chat model id (lemonade backend)")
+        p.add_argument("--embed-model", default=None, help="embedding model id (lemonade)")
+        p.add_argument("--timeout", type=float, default=300.0,
+                       help="seconds per model request (a first Lemonade load can take minutes)")
+        p.add_argument("--cache", default=None,
+                       help="call cache file (default <models home>/cache.db)")
+        p.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
+        p.add_argument("--config", default=None,
+                       help="memory_settings.json or YAML thresholds")
+        p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                       help="override one threshold (repeatable)")
+        p.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+    p = command(sub, "synthesize", "run one synthesis pass over a memory.db", _synthesize)
+    p.add_argument("db", help="the memory.db (written: procedures and meta.embedder_id)")
+    p.add_argument("--method", choices=("agglomerative", "hdbscan", "gaia-greedy"),
+                   default="agglomerative", help="goal clustering method")
+    p.add_argument("--rate", choices=("calls", "session"), default="calls",
+                   help="success rate per tool call (GAIA) or per session")
+    p.add_argument("--mode", choices=("yaml", "json"), default="yaml",
+                   help="free-form YAML distillation (GAIA) or JSON-schema constrained")
+    p.add_argument("--dry-run", action="store_true",
+                   help="detect and cluster only; no model call, nothing written")
+    model_options(p)
+    p = command(sub, "recall", "the procedures a goal would recall (read-only)", _recall)
+    p.add_argument("db", help="the memory.db")
+    p.add_argument("goal", help="the new goal, in quotes")
+    model_options(p)
+
+    pr = sub.add_parser("procedures", help="list, inspect, enable, disable and export procedures",
+                        description="List, inspect, enable, disable and export procedures.")
+    prs = pr.add_subparsers(dest="procedures_command", metavar="ACTION", required=True)
+    p = command(prs, "list", "every procedure with its state and record", _procedures)
+    p.add_argument("db", help="the memory.db")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    for name, help_ in (("show", "one procedure as JSON"),
+                        ("enable", "make a procedure recallable again"),
+                        ("disable", "never recall a procedure (nothing is deleted)"),
+                        ("export", "write a procedure as <out>/<name>/SKILL.md")):
+        p = command(prs, name, help_, _procedures)
+        p.add_argument("db", help="the memory.db")
+        p.add_argument("id", help="the procedure id (proc_...)")
+        if name == "export":
+            p.add_argument("--out", required=True, help="the folder to write into")
+            p.add_argument("--profile", choices=PROFILES, default="agentskills",
+                           help="SKILL.md profile (agentskills is valid under both validators)")
+            p.add_argument("--overwrite", action="store_true", help="replace an existing file")
 
     p = command(sub, "demo", "build a small demo memory.db and skill files (no model calls)",
                 _demo)

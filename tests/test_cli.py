@@ -110,3 +110,24 @@ def test_demo_builds_db_and_both_profiles(tmp_path, capsys):
     assert "agentskills file under agentskills validator: valid" in out
     assert (tmp_path / "d" / "agentskills" / "summarise-indexed-report" / "SKILL.md").is_file()
     assert main(["demo", str(tmp_path / "d")]) == 1  # no silent overwrite
+
+
+def test_procedures_list_show_disable_enable_export(tmp_path, capsys):
+    assert main(["demo", str(tmp_path / "d")]) == 0
+    db = str(tmp_path / "d" / "memory.db")
+    capsys.readouterr()
+    assert main(["procedures", "list", db, "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    pid = row["id"]
+    assert main(["procedures", "show", db, pid]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["provenance"]["from_sessions"] == ["demo-session-1", "demo-session-2",
+                                                    "demo-session-3"]
+    assert main(["procedures", "disable", db, pid]) == 0
+    main(["procedures", "list", db, "--json"])
+    assert json.loads(capsys.readouterr().out.split("\n", 1)[1])[0]["enabled"] is False
+    assert main(["procedures", "enable", db, pid]) == 0
+    out = tmp_path / "skills"
+    assert main(["procedures", "export", db, pid, "--out", str(out)]) == 0
+    assert main(["skill", "validate", str(out / row["name"]), "--profile", "agentskills"]) == 0
+    assert main(["procedures", "show", db, "proc_nope"]) == 1
