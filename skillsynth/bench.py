@@ -8,12 +8,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .cache import CallCache
 from .embed import Embedder
 from .llm import ChatClient
 from .serve import LocalServers
 
-__all__ = ["bench_models"]
+__all__ = ["bench_models", "bench_pipeline"]
 
 _GOALS = [f"{verb} the {obj} for {who}" for verb in ("Summarise", "Find", "Draft a reply to",
                                                        "Index", "Search")
@@ -59,4 +61,88 @@ def bench_models(servers: LocalServers, *, repeats: int = 5, max_tokens: int = 1
             assert chat.chat(msgs, max_tokens=16).cached
             lat.append((time.perf_counter() - t0) * 1000)
         out["cached_call_ms"] = {"median": statistics.median(lat), "n": len(lat)}
+    return out
+
+
+def _synthetic_store(path: Path, n_sessions: int, rng: np.random.Generator) -> None:
+    from .store import MemoryStore, now_iso
+
+    tools = ("search_file", "read_file", "query_documents", "write_file", "list_inbox",
+             "draft_reply", "jira_search", "run_shell_command")
+    ts = now_iso()
+    with MemoryStore.init(path) as store, store.transaction():
+        conn = store._conn
+        conn.executemany(
+            "INSERT INTO tool_history (session_id, tool_name, args, result_summary, success, "
+            "timestamp) VALUES (?, ?, NULL, 'ok', 1, ?)",
+            ((f"s{i}", tools[int(k)], ts) for i in range(n_sessions)
+             for k in rng.integers(0, len(tools), size=3)))
+        conn.executemany(
+            "INSERT INTO conversations (session_id, role, content, timestamp) "
+            "VALUES (?, 'user', ?, ?)", ((f"s{i}", f"goal {i}", ts) for i in range(n_sessions)))
+
+
+def _family_vectors(n: int, families: int, dim: int, rng: np.random.Generator) -> np.ndarray:
+    centers = rng.standard_normal((families, dim)).astype(np.float32)
+    v = centers[rng.integers(0, families, size=n)] + \
+        0.25 * rng.standard_normal((n, dim)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def bench_pipeline(sizes: tuple[int, ...] = (1_000, 10_000, 100_000),
+                   procedure_counts: tuple[int, ...] = (100, 10_000, 100_000), *,
+                   dim: int = 384, families: int = 200, seed: int = 0,
+                   methods: tuple[str, ...] = ("agglomerative", "gaia-greedy", "hdbscan"),
+                   recall_queries: int = 200) -> dict[str, Any]:
+    """Detect and cluster time per method on synthetic stores; recall latency.
+
+    Embedding time is excluded (vectors are pre-made: ``families`` noisy clusters in
+    ``dim`` dimensions). Methods too slow for a size are reported as skipped with the reason
+    (gaia-greedy is O(n * seeds) in Python; hdbscan's cost grows superlinearly).
+    """
+    from .cluster import cluster_by_goal
+    from .config import Thresholds
+    from .detect import extract_sequences
+    from .recall import ProcedureIndex
+    from .store import MemoryStore, Procedure, encode_embedding
+
+    rng = np.random.default_rng(seed)
+    cfg = Thresholds(similarity_tau=0.8)
+    out: dict[str, Any] = {"detect_cluster": [], "recall": [], "dim": dim, "seed": seed}
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in sizes:
+            path = Path(tmp) / f"bench-{n}.db"
+            _synthetic_store(path, n, rng)
+            with MemoryStore.open(path, read_only=True) as store:
+                t0 = time.perf_counter()
+                seqs = extract_sequences(store, cfg).qualified
+                detect_s = time.perf_counter() - t0
+            vecs = _family_vectors(len(seqs), families, dim, rng)
+            row: dict[str, Any] = {"sessions": n, "detect_s": detect_s}
+            for m in methods:
+                limit = {"gaia-greedy": 20_000, "hdbscan": 5_000}.get(m)
+                if limit is not None and n > limit:
+                    row[f"{m}_s"] = None
+                    row[f"{m}_note"] = f"skipped above {limit} sessions (too slow to be useful)"
+                    continue
+                t0 = time.perf_counter()
+                clusters = cluster_by_goal(seqs, None, cfg, m, embeddings=vecs)  # type: ignore[arg-type]
+                row[f"{m}_s"] = time.perf_counter() - t0
+                row[f"{m}_clusters"] = len(clusters)
+            out["detect_cluster"].append(row)
+        for k in procedure_counts:
+            vecs = _family_vectors(k, families, dim, rng)
+            procs = [Procedure(name=f"p{i}", when_to_use="w", markdown_body="b",
+                               embedding=encode_embedding(v), id=f"proc_{i}")
+                     for i, v in enumerate(vecs)]
+            index = ProcedureIndex(procs)
+            queries = _family_vectors(recall_queries, families, dim, rng)
+            lat = []
+            for q in queries:
+                t0 = time.perf_counter()
+                index.search(q, top_k=2, tau=cfg.similarity_tau)
+                lat.append((time.perf_counter() - t0) * 1000)
+            out["recall"].append({"procedures": k, "n": len(lat),
+                                  "median_ms": float(np.median(lat)),
+                                  "p99_ms": float(np.percentile(lat, 99))})
     return out

@@ -234,6 +234,28 @@ def _bench_models(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _bench_pipeline(args: argparse.Namespace) -> int:
+    from .bench import bench_pipeline
+
+    figures = bench_pipeline(tuple(args.sizes), tuple(args.procedures), seed=args.seed)
+    if args.json:
+        _print_json(figures)
+        return EXIT_OK
+    print(f"detect and cluster (synthetic stores, {figures['dim']}-d pre-made vectors, "
+          "embedding excluded; one run each, seconds)")
+    for row in figures["detect_cluster"]:
+        parts = [f"detect {row['detect_s']:.2f}"]
+        for m in ("agglomerative", "gaia-greedy", "hdbscan"):
+            v = row.get(f"{m}_s")
+            parts.append(f"{m} {v:.2f}" if v is not None else f"{m} skipped")
+        print(f"  {row['sessions']:>7} sessions: " + ", ".join(parts))
+    print("recall latency (FAISS flat inner product, top_k 2)")
+    for r in figures["recall"]:
+        print(f"  {r['procedures']:>7} procedures: median {r['median_ms']:.3f} ms, "
+              f"p99 {r['p99_ms']:.3f} ms (n={r['n']} queries)")
+    return EXIT_OK
+
+
 # ---------------------------------------------------------------------- pipeline
 @contextlib.contextmanager
 def _clients(args: argparse.Namespace) -> Iterator[tuple[Any, Any]]:
@@ -417,6 +439,14 @@ def build_parser() -> argparse.ArgumentParser:
     be = sub.add_parser("bench", help="print performance figures",
                         description="Print performance figures (medians with n).")
     bes = be.add_subparsers(dest="bench_command", metavar="TARGET", required=True)
+    p = command(bes, "pipeline", "detect/cluster time per method and recall latency on "
+                "synthetic stores", _bench_pipeline)
+    p.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000],
+                   help="sessions per synthetic store")
+    p.add_argument("--procedures", type=int, nargs="+", default=[100, 10_000, 100_000],
+                   help="procedure counts for recall latency")
+    p.add_argument("--seed", type=int, default=0, help="random seed")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p = command(bes, "models", "tokens/s, embeddings/s and cached-call latency of the "
                 "embedded models", _bench_models)
     p.add_argument("--home", default=None, help=home_help)
