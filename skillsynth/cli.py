@@ -310,8 +310,14 @@ def _recall(args: argparse.Namespace) -> int:
     from .recall import recall
 
     th = load_thresholds(args.config, overrides=_parse_sets(args.set))
+    from .recall import ProcedureIndex
+
     with MemoryStore.open(args.db, read_only=True) as store, _clients(args) as (_, e):
-        hits = recall(store, e, args.goal, th, touch=False)
+        index = ProcedureIndex.from_store(store)
+        hits = recall(store, e, args.goal, th, index=index, touch=False)
+    if index.unembedded:
+        print(f"note: {index.unembedded} active procedure(s) have no embedding and cannot be "
+              "recalled", file=sys.stderr)
     rows = [{"id": h.procedure.id, "name": h.procedure.name, "score": round(h.score, 4),
              "when_to_use": h.procedure.when_to_use} for h in hits]
     if args.json:

@@ -88,3 +88,16 @@ def test_procedure_lifecycle(store):
 def test_execute_refuses_writes(store):
     with pytest.raises(StoreError, match="reads"):
         store.execute("DELETE FROM tool_history")
+
+
+def test_outcome_feedback_is_all_or_nothing(store):
+    from skillsynth.outcome import record_outcome
+
+    a = store.put_procedure(Procedure(name="a", when_to_use="w", markdown_body="b"))
+    b = store.put_procedure(Procedure(name="b", when_to_use="w", markdown_body="b"))
+    assert record_outcome(store, [a.id, b.id, a.id], True) == 2
+    assert (store.get_procedure(a.id).success_count, store.get_procedure(a.id).attempt_count) \
+        == (1, 1)
+    with pytest.raises(StoreError):
+        record_outcome(store, [b.id, "proc_missing"], False)
+    assert store.get_procedure(b.id).attempt_count == 1  # rolled back
