@@ -147,9 +147,13 @@ def extract_sequences(
     touched = list(dict.fromkeys(c.session_id for c in new_calls))
     goals = store.first_user_turns()
     by_session: dict[str, list[ToolCall]] = {sid: [] for sid in touched}
-    calls = store.tool_calls() if before else new_calls
+    if before:
+        # Only sessions that gained calls are read again, each through idx_tool_session.
+        calls = [c for sid in touched for c in store.tool_calls(sid)]
+    else:
+        calls = new_calls
     for c in calls:
-        if c.session_id in by_session and (since is None or c.timestamp >= since):
+        if since is None or c.timestamp >= since:
             by_session[c.session_id].append(c)
     labels = outcomes or {}
     seqs: list[SessionSequence] = []
