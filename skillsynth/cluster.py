@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -133,14 +133,16 @@ def _components(v: np.ndarray, tau: float, *, exact_limit: int = EXACT_GRAPH_LIM
     import faiss
 
     n, d = v.shape
+    index: Any
     if n <= exact_limit:
         index = faiss.IndexFlatIP(d)
     else:
         nlist = int(4 * np.sqrt(n))
-        index = faiss.IndexIVFFlat(faiss.IndexFlatIP(d), d, nlist, faiss.METRIC_INNER_PRODUCT)
+        ivf = faiss.IndexIVFFlat(faiss.IndexFlatIP(d), d, nlist, faiss.METRIC_INNER_PRODUCT)
         rng = np.random.default_rng(0)
-        index.train(v[rng.choice(n, size=min(n, 40 * nlist), replace=False)])
-        index.nprobe = 16
+        ivf.train(v[rng.choice(n, size=min(n, 40 * nlist), replace=False)])
+        ivf.nprobe = 16
+        index = ivf
     index.add(v)
     lims, _, ids = index.range_search(v, float(tau) - 1e-6)
     from scipy.sparse import csr_matrix
