@@ -7,9 +7,9 @@ cluster's success counts. The model answers the intermediate SKILL.md shape or t
 literal ``SKIP``.
 
 Two modes: ``yaml`` (free-form, as GAIA does; wrappers stripped explicitly) and ``json``
-(constrained by a JSON schema whose strings and arrays are all bounded; the answer is
-rendered to the intermediate shape). Either way the result goes through
-:meth:`Skill.parse`, and a skill naming a tool the runs never used is malformed.
+(constrained by a JSON schema whose strings and arrays are all bounded; the SKIP decision
+is the field ``reusable: false``; the answer is rendered to the intermediate shape).
+Either way the result goes through :meth:`Skill.parse`, and a skill naming a tool the runs never used is malformed.
 """
 
 from __future__ import annotations
@@ -34,10 +34,13 @@ __all__ = [
     "distill_cluster",
 ]
 
-PROMPT_VERSION = "distill-v1"
+PROMPT_VERSION = "distill-v2"
 DistillMode = Literal["yaml", "json"]
 TEMPERATURE = 0.1
 MAX_TOKENS = 1024
+#: Sampling seed: at temperature 0.1 answers still vary; a fixed seed makes a pass repeatable
+#: on the same server build and model (and the cache makes it free).
+SEED = 0
 
 _SYSTEM = """You write reusable procedures for a tool-using assistant.
 You are shown tool calls from a successful run and several ways users phrased the same goal.
@@ -62,7 +65,7 @@ tools_required:
 class _Chats(Protocol):
     def chat(self, messages: Sequence[dict[str, Any]], *, temperature: float = ...,
              max_tokens: int = ..., json_schema: dict[str, Any] | None = ...,
-             prompt_version: str = ...) -> Any: ...
+             seed: int | None = ..., prompt_version: str = ...) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -88,8 +91,9 @@ def build_messages(cluster: Cluster, mode: DistillMode = "yaml") -> list[dict[st
             f"Tools available to name: {', '.join(sorted(set(_cluster_tools(cluster))))}.")
     system = _SYSTEM if mode == "yaml" else (
         "You write reusable procedures for a tool-using assistant from successful runs. "
-        "Answer with JSON only. These runs succeeded at the same goal, so skip is normally "
-        "false; set it to true only when the runs have nothing reusable in common.")
+        "Answer with JSON only. when_to_use is one sentence that starts with 'The user "
+        "wants' and describes the goal in words; steps name the tools in order. Set reusable "
+        "to false (meaning SKIP) only when the runs share no reusable procedure.")
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
@@ -102,9 +106,10 @@ def answer_schema(cluster: Cluster) -> dict[str, Any]:
     tools = sorted(set(_cluster_tools(cluster)))
     return {
         "type": "object", "additionalProperties": False,
-        # skip comes last: grammar-constrained decoding writes properties in this order, and
-        # a small model asked to decide "skip" before writing anything tends to say true.
-        "required": ["name", "when_to_use", "tools_required", "steps", "edge_cases", "skip"],
+        # The SKIP decision is asked as "reusable" (false = SKIP) and comes last: decoding
+        # writes properties in this order, and small models lean towards answering true.
+        "required": ["name", "when_to_use", "tools_required", "steps", "edge_cases",
+                     "reusable"],
         "properties": {
             "name": {"type": "string", "pattern": "^[a-z0-9]+(-[a-z0-9]+){0,5}$",
                      "maxLength": 64},
@@ -115,7 +120,7 @@ def answer_schema(cluster: Cluster) -> dict[str, Any]:
                       "items": {"type": "string", "minLength": 3, "maxLength": 200}},
             "edge_cases": {"type": "array", "minItems": 1, "maxItems": 4,
                            "items": {"type": "string", "minLength": 3, "maxLength": 200}},
-            "skip": {"type": "boolean"},
+            "reusable": {"type": "boolean"},
         },
     }
 
@@ -127,7 +132,7 @@ def _from_json(text: str) -> str | None:
         raise MalformedSkill(f"json mode answer is not JSON: {exc}", field="document") from exc
     if not isinstance(data, dict):
         raise MalformedSkill("json mode answer is not an object", field="document")
-    if data.get("skip") is True:
+    if data.get("reusable") is False:
         return None
     try:
         tools = "".join(f"  - {json.dumps(t)}\n" for t in data["tools_required"])
@@ -153,7 +158,7 @@ def distill(cluster: Cluster, llm: _Chats, config: Thresholds,
     del config  # the thresholds do not shape the prompt; kept for a uniform stage signature
     schema = answer_schema(cluster) if mode == "json" else None
     result = llm.chat(build_messages(cluster, mode), temperature=TEMPERATURE,
-                      max_tokens=MAX_TOKENS, json_schema=schema,
+                      max_tokens=MAX_TOKENS, json_schema=schema, seed=SEED,
                       prompt_version=f"{PROMPT_VERSION}-{mode}")
     raw = result.content or ""
     if mode == "json":

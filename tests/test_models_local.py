@@ -194,3 +194,4 @@ def test_synthesis_pass_end_to_end_with_the_embedded_models(servers, tmp_path):
             skill = skill_from_procedure(p)
             assert validate_skill(skill, "agentskills") == []
             assert validate_skill(skill, "gaia691") == []
+

@@ -212,7 +212,7 @@ def test_distill_rejects_tools_no_run_used_and_accepts_skip(store):
     with pytest.raises(MalformedSkill, match="write_file"):
         distill_cluster(c, FakeLLM(ANSWER.replace("  - read_file", "  - write_file")), cfg)
     assert distill_cluster(c, FakeLLM("SKIP"), cfg) is None
-    llm = FakeLLM(json.dumps({"skip": False, "name": "find-invoice",
+    llm = FakeLLM(json.dumps({"reusable": True, "name": "find-invoice",
                               "when_to_use": "The user wants an invoice",
                               "tools_required": ["search_file"], "steps": ["search it"],
                               "edge_cases": ["none found: ask"]}))
