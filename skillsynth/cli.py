@@ -256,6 +256,17 @@ def _bench_pipeline(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _corpus_generate(args: argparse.Namespace) -> int:
+    from .corpora import NoiseConfig, generate_corpus
+
+    rep = generate_corpus(args.db, families=args.families, seed=args.seed,
+                          attempts=args.attempts,
+                          noise=NoiseConfig(args.fail_rate, args.explore_rate, args.abandon_rate))
+    print(f"wrote {rep.db_path} ({rep.sessions} sessions, {rep.families} families, seed "
+          f"{rep.seed}) and labels {rep.labels_path}")
+    return EXIT_OK
+
+
 # ---------------------------------------------------------------------- pipeline
 @contextlib.contextmanager
 def _clients(args: argparse.Namespace) -> Iterator[tuple[Any, Any]]:
@@ -509,6 +520,22 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--profile", choices=PROFILES, default="agentskills",
                            help="SKILL.md profile (agentskills is valid under both validators)")
             p.add_argument("--overwrite", action="store_true", help="replace an existing file")
+
+    co = sub.add_parser("corpus", help="build replayed tool_history corpora",
+                        description="Build replayed tool_history corpora.")
+    cos = co.add_subparsers(dest="corpus_command", metavar="ACTION", required=True)
+    p = command(cos, "generate", "a seeded synthetic corpus with ground-truth labels",
+                _corpus_generate)
+    p.add_argument("db", help="the memory.db to create (labels go to <db>.labels.sqlite)")
+    p.add_argument("--families", type=int, default=8, help="task families (1-8 built in)")
+    p.add_argument("--seed", type=int, default=0, help="random seed")
+    p.add_argument("--attempts", type=int, default=5, help="sessions per family")
+    p.add_argument("--fail-rate", type=float, default=0.1,
+                   help="chance a step fails once and is retried")
+    p.add_argument("--explore-rate", type=float, default=0.1,
+                   help="chance of an exploratory call before a step")
+    p.add_argument("--abandon-rate", type=float, default=0.1,
+                   help="chance a session stops before its last step (fails)")
 
     p = command(sub, "demo", "build a small demo memory.db and skill files (no model calls)",
                 _demo)

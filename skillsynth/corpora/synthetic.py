@@ -1,0 +1,167 @@
+"""A seeded generator of task families over GAIA's tool names, with known ground truth.
+
+Each family has paraphrased goals and a true procedure (its essential tool steps). Every
+session is one attempt at one family, with controllable noise: failed calls, retries,
+exploratory calls, abandoned sessions. Near-miss families share tools with another
+family but not its goal. Ground truth (family, essential steps, success) goes to the
+labels file only, so clustering and recall precision are exactly scorable.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import SkillsynthError
+from ..store import MemoryStore
+from .labels import LabelStore, SessionLabel, labels_path_for
+
+__all__ = ["FAMILIES", "Family", "GenerateReport", "NoiseConfig", "generate_corpus"]
+
+
+@dataclass(frozen=True)
+class Family:
+    """A task family: goal paraphrases (``{x}`` is filled per session) and its true steps."""
+
+    id: str
+    goals: tuple[str, ...]
+    steps: tuple[str, ...]
+    fillers: tuple[str, ...]
+
+
+FAMILIES: tuple[Family, ...] = (
+    Family("summarise-report", ("Summarise the {x} report", "Give me a summary of the {x} report",
+                                "What are the key points of the {x} report?",
+                                "I need a short summary of our {x} report"),
+           ("search_file", "index_document", "query_documents"),
+           ("Q3 sales", "annual budget", "security audit", "hiring")),
+    Family("find-invoice", ("Find the invoice from {x}", "Where is the {x} invoice?",
+                            "Locate the latest invoice sent by {x}",
+                            "Can you dig up {x}'s invoice for me?"),
+           ("search_file", "read_file"), ("Acme", "Globex", "Initech", "Umbrella")),
+    Family("reply-to-email", ("Reply to {x}'s last email", "Draft an answer to the mail from {x}",
+                              "Write back to {x} about their message",
+                              "Answer {x}'s email in my inbox"),
+           ("list_inbox", "read_file", "draft_reply"), ("Alice", "Bob", "Carol", "Dan")),
+    Family("jira-status", ("What is the status of the {x} ticket?",
+                           "Check Jira for the {x} issue", "Is the {x} bug fixed yet?",
+                           "Look up ticket {x} in Jira"),
+           ("jira_search", "read_file"), ("PAY-101", "login crash", "API timeout", "OPS-7")),
+    Family("run-tests", ("Run the {x} tests and tell me what failed",
+                         "Execute the {x} test suite", "Do the {x} tests pass?",
+                         "Check whether {x} tests are green"),
+           ("search_file", "run_shell_command", "read_file"),
+           ("unit", "integration", "backend", "frontend")),
+    Family("save-notes", ("Write my notes about {x} to a file", "Save a note on {x}",
+                          "Put my {x} notes into a document", "Create a notes file for {x}"),
+           ("search_file", "write_file"), ("the offsite", "the launch", "standup", "the demo")),
+    Family("index-folder", ("Index the documents in the {x} folder",
+                            "Add the {x} folder to my knowledge base",
+                            "Make the files under {x} searchable",
+                            "Ingest everything in {x}"),
+           ("search_file", "index_document", "index_document"),
+           ("contracts", "research", "manuals", "specs")),
+    # near miss of summarise-report: same tools, a different goal
+    Family("compare-reports", ("Compare the {x} report with last year's",
+                               "What changed between this and last year's {x} report?",
+                               "Diff the {x} report against the previous one",
+                               "How does the {x} report differ from last year?"),
+           ("search_file", "index_document", "query_documents", "query_documents"),
+           ("Q3 sales", "annual budget", "security audit", "hiring")),
+)
+_EXPLORE = ("list_files", "search_file", "read_file", "query_documents")
+
+
+@dataclass(frozen=True)
+class NoiseConfig:
+    """Probabilities per session (or per step) of the realistic mess in agent logs.
+
+    Attributes:
+        fail_rate: a step fails once and is retried (per essential step).
+        explore_rate: an exploratory call is inserted before a step (per step).
+        abandon_rate: the session stops before its last step and fails.
+    """
+
+    fail_rate: float = 0.1
+    explore_rate: float = 0.1
+    abandon_rate: float = 0.1
+
+    def __post_init__(self) -> None:
+        for name in ("fail_rate", "explore_rate", "abandon_rate"):
+            v = getattr(self, name)
+            if not 0.0 <= v <= 1.0:
+                raise SkillsynthError(f"NoiseConfig.{name}={v} must be between 0 and 1")
+
+
+@dataclass(frozen=True)
+class GenerateReport:
+    """What :func:`generate_corpus` wrote."""
+
+    db_path: Path
+    labels_path: Path
+    sessions: int
+    families: int
+    seed: int
+
+
+def generate_corpus(db_path: str | Path, *, families: int = len(FAMILIES), seed: int = 0,
+                    attempts: int = 5, noise: NoiseConfig | None = None,
+                    labels_path: str | Path | None = None) -> GenerateReport:
+    """Write a synthetic corpus: ``attempts`` sessions per family, interleaved in time.
+
+    Raises:
+        SkillsynthError: ``families`` exceeds the built-in families or the files exist.
+    """
+    if not 1 <= families <= len(FAMILIES):
+        raise SkillsynthError(f"families must be between 1 and {len(FAMILIES)} (the built-in "
+                              f"families), got {families}")
+    if attempts < 1:
+        raise SkillsynthError(f"attempts must be >= 1, got {attempts}")
+    noise = noise or NoiseConfig()
+    db = Path(db_path)
+    lab_path = Path(labels_path) if labels_path else labels_path_for(db)
+    if lab_path.exists():
+        raise SkillsynthError(f"{lab_path} exists; choose another path")
+    rng = np.random.default_rng(seed)
+    chosen = FAMILIES[:families]
+    order = [(f, a) for a in range(1, attempts + 1) for f in chosen]
+    clock = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+    labels: list[SessionLabel] = []
+    with MemoryStore.init(db) as store:
+        for n, (fam, attempt) in enumerate(order):
+            sid = f"syn-{seed}-{n:05d}"
+            goal = fam.goals[int(rng.integers(len(fam.goals)))].format(
+                x=fam.fillers[int(rng.integers(len(fam.fillers)))])
+            abandoned = bool(rng.random() < noise.abandon_rate)
+            steps = fam.steps[:-1] if abandoned else fam.steps
+            with store.transaction():
+                for step_i, tool in enumerate(steps):
+                    if rng.random() < noise.explore_rate:
+                        clock += timedelta(seconds=3)
+                        store.log_tool_call(sid, _EXPLORE[int(rng.integers(len(_EXPLORE)))],
+                                            {"query": goal}, "nothing relevant", True,
+                                            timestamp=clock.isoformat(timespec="microseconds"))
+                    if rng.random() < noise.fail_rate:
+                        clock += timedelta(seconds=2)
+                        store.log_tool_call(sid, tool, {"step": step_i}, None, False,
+                                            error="transient error",
+                                            timestamp=clock.isoformat(timespec="microseconds"))
+                    clock += timedelta(seconds=4)
+                    store.log_tool_call(sid, tool, {"step": step_i, "goal": goal},
+                                        json.dumps({"ok": True}), True, duration_ms=120,
+                                        timestamp=clock.isoformat(timespec="microseconds"))
+                clock += timedelta(seconds=1)
+                store.add_turn(sid, "user", goal,
+                               timestamp=clock.isoformat(timespec="microseconds"))
+            clock += timedelta(minutes=7)
+            labels.append(SessionLabel(sid, "synthetic", fam.id, attempt,
+                                       success=not abandoned, reward=None if abandoned else 1.0,
+                                       essential_steps=fam.steps, source_file="generator",
+                                       source_record=f"seed={seed} n={n}"))
+    with LabelStore(lab_path, create=True) as ls:
+        ls.add(labels)
+    return GenerateReport(db, lab_path, len(order), families, seed)
