@@ -23,12 +23,13 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import numpy as np
 
 from .config import Thresholds
 from .detect import SessionSequence
+from .embed import Embeds
 from .errors import EmbedderError, SkillsynthError
 
 __all__ = [
@@ -45,10 +46,6 @@ Method = Literal["agglomerative", "hdbscan", "gaia-greedy"]
 RateDefinition = Literal["calls", "session"]
 METHODS: tuple[Method, ...] = ("agglomerative", "hdbscan", "gaia-greedy")
 
-
-class _Embeds(Protocol):
-    def embed(self, texts: Sequence[str], *, kind: Literal["query", "document"] = ...,
-              progress: bool = ...) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)
@@ -102,7 +99,7 @@ def normalise_goal(text: str) -> str:
     return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
 
 
-def embed_goals(sequences: Sequence[SessionSequence], embedder: _Embeds) -> np.ndarray:
+def embed_goals(sequences: Sequence[SessionSequence], embedder: Embeds) -> np.ndarray:
     """Unit-length goal embeddings, one row per sequence (goals must be present)."""
     goals = []
     for s in sequences:
@@ -223,7 +220,7 @@ def _rate(members: Sequence[SessionSequence], definition: RateDefinition) -> flo
 
 def cluster_by_goal(
     sequences: Sequence[SessionSequence],
-    embedder: _Embeds | None,
+    embedder: Embeds | None,
     config: Thresholds,
     method: Method = "agglomerative",
     *,

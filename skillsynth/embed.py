@@ -8,7 +8,7 @@ keeps in ``meta.embedder_id``. Vectors from different embedders are never mixed:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, Self
+from typing import Literal, Protocol, Self
 
 import httpx
 import numpy as np
@@ -18,10 +18,17 @@ from .errors import EmbedderError, LLMError, MalformedResponse
 from .llm import Endpoint, ModelConnection
 from .store import MemoryStore
 
-__all__ = ["EMBEDDER_META_KEY", "Embedder", "check_store_embedder"]
+__all__ = ["EMBEDDER_META_KEY", "Embedder", "Embeds", "check_store_embedder"]
 
 EMBEDDER_META_KEY = "embedder_id"
 Kind = Literal["query", "document"]
+
+
+class Embeds(Protocol):
+    """What the stages need of an embedder (an :class:`Embedder`, or a fake in unit tests)."""
+
+    def embed(self, texts: Sequence[str], *, kind: Kind = ...,
+              progress: bool = ...) -> np.ndarray: ...
 
 
 class Embedder:

@@ -10,21 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
 
 import numpy as np
 
 from .config import Thresholds
+from .embed import Embeds
 from .errors import EmbedderError
 from .skill import Skill
 from .store import MemoryStore, Procedure, decode_embedding
 
 __all__ = ["ProcedureIndex", "Recall", "recall", "recall_skill", "skill_from_procedure"]
 
-
-class _Embeds(Protocol):
-    def embed(self, texts: Sequence[str], *, kind: Literal["query", "document"] = ...,
-              progress: bool = ...) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)
@@ -86,7 +82,7 @@ class ProcedureIndex:
                 for s, i in zip(scores[0], ids[0], strict=True) if i >= 0 and s >= tau]
 
 
-def recall(store: MemoryStore, embedder: _Embeds, goal: str, config: Thresholds,
+def recall(store: MemoryStore, embedder: Embeds, goal: str, config: Thresholds,
            top_k: int | None = None, *, index: ProcedureIndex | None = None,
            touch: bool = True) -> list[Recall]:
     """Procedures for ``goal`` with their scores (at most ``top_k``, each >= tau).
@@ -113,7 +109,7 @@ def recall(store: MemoryStore, embedder: _Embeds, goal: str, config: Thresholds,
     return hits
 
 
-def recall_skill(store: MemoryStore, embedder: _Embeds, goal: str, config: Thresholds,
+def recall_skill(store: MemoryStore, embedder: Embeds, goal: str, config: Thresholds,
                  top_k: int | None = None, *, index: ProcedureIndex | None = None,
                  touch: bool = True) -> list[Skill]:
     """:func:`recall`, as Skills (the shape the planner prompt injects)."""

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
-
-import numpy as np
+from typing import Literal
 
 from .cluster import Cluster
 from .config import Thresholds
+from .embed import Embeds
 from .errors import StoreError
 from .recall import ProcedureIndex
 from .skill import Skill
@@ -28,10 +27,6 @@ __all__ = ["PROVENANCE_SOURCE", "Action", "Reconciled", "reconcile_and_store"]
 Action = Literal["ADD", "UPDATE", "NOOP"]
 PROVENANCE_SOURCE = "skillsynth"
 
-
-class _Embeds(Protocol):
-    def embed(self, texts: Sequence[str], *, kind: Literal["query", "document"] = ...,
-              progress: bool = ...) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)
@@ -60,7 +55,7 @@ def _check_provenance(store: MemoryStore, sessions: Sequence[str]) -> None:
 
 
 def reconcile_and_store(candidate: Skill, cluster: Cluster, store: MemoryStore,
-                        embedder: _Embeds, config: Thresholds, *,
+                        embedder: Embeds, config: Thresholds, *,
                         dry_run: bool = False) -> Reconciled:
     """Decide ADD / UPDATE / NOOP for ``candidate`` and write it (unless ``dry_run``)."""
     vec = embedder.embed([candidate.description], kind="document")[0]

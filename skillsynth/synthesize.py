@@ -16,16 +16,15 @@ Never a smaller-model or other-backend swap.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
-
-import numpy as np
+from typing import Any, Literal
 
 from .cluster import Method, RateDefinition, cluster_by_goal
 from .config import Thresholds, gaia_memory_disabled
 from .detect import Watermark, extract_sequences
 from .distill import DistillMode, distill
+from .embed import Embeds
 from .errors import LLMError, MalformedSkill
 from .reconcile import reconcile_and_store
 from .store import MemoryStore
@@ -34,10 +33,6 @@ __all__ = ["PassReport", "synthesize_skills"]
 
 log = logging.getLogger("skillsynth.synthesize")
 
-
-class _Embeds(Protocol):
-    def embed(self, texts: Sequence[str], *, kind: Literal["query", "document"] = ...,
-              progress: bool = ...) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)
@@ -71,7 +66,7 @@ class PassReport:
 def synthesize_skills(
     store: MemoryStore,
     llm: Any,
-    embedder: _Embeds,
+    embedder: Embeds,
     config: Thresholds,
     *,
     method: Method = "agglomerative",
