@@ -145,7 +145,7 @@ def extract_sequences(
     before = 0 if (watermark is None or reread) else watermark.read(store.path)
     new_calls = store.tool_calls(after_id=before or None)
     touched = list(dict.fromkeys(c.session_id for c in new_calls))
-    goals = store.first_user_turns()
+    goals = store.first_user_turns(touched if before else None)
     by_session: dict[str, list[ToolCall]] = {sid: [] for sid in touched}
     if before:
         # Only sessions that gained calls are read again, each through idx_tool_session.

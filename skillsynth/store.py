@@ -540,28 +540,49 @@ class MemoryStore:
 
     def turns(self, session_id: str | None = None, *, role: str | None = None) -> list[Turn]:
         """Conversation turns in insertion order, optionally filtered."""
-        cols = self._columns("conversations")
-        consolidated = "consolidated_at" if "consolidated_at" in cols else "NULL"
-        sql = (f"SELECT id, session_id, role, content, context, timestamp, {consolidated} "
-               "FROM conversations")
-        cond, params = [], []
+        cond: list[str] = []
+        params: list[Any] = []
         if session_id is not None:
             cond.append("session_id = ?")
             params.append(session_id)
         if role is not None:
             cond.append("role = ?")
             params.append(role)
+        return self._select_turns(cond, params)
+
+    def _select_turns(self, cond: list[str], params: list[Any]) -> list[Turn]:
+        consolidated = ("consolidated_at" if "consolidated_at" in self._columns("conversations")
+                        else "NULL")
+        sql = (f"SELECT id, session_id, role, content, context, timestamp, {consolidated} "
+               "FROM conversations")
         if cond:
             sql += " WHERE " + " AND ".join(cond)
-        sql += " ORDER BY id"
         return [Turn(id=r[0], session_id=r[1], role=r[2], content=r[3], context=r[4],
                      timestamp=r[5], consolidated_at=r[6])
-                for r in self._conn.execute(sql, params)]
+                for r in self._conn.execute(sql + " ORDER BY id", params)]
 
-    def first_user_turns(self) -> dict[str, Turn]:
-        """Each session's first ``role='user'`` turn: GAIA's definition of its goal."""
+    def _turns_in(self, column: str, values: Iterable[Any], role: str | None = None
+                  ) -> list[Turn]:
+        """Turns whose ``column`` is one of ``values`` (chunked under SQLite's parameter cap)."""
+        vals = list(values)
+        out: list[Turn] = []
+        for i in range(0, len(vals), 500):
+            chunk = vals[i:i + 500]
+            cond = [f"{column} IN ({', '.join('?' * len(chunk))})"]
+            if role is not None:
+                cond.append("role = ?")
+            out += self._select_turns(cond, [*chunk, *([role] if role is not None else [])])
+        return sorted(out, key=lambda t: t.id or 0)
+
+    def first_user_turns(self, sessions: Iterable[str] | None = None) -> dict[str, Turn]:
+        """Each session's first ``role='user'`` turn: GAIA's definition of its goal.
+
+        ``sessions`` limits the read to those sessions (an incremental pass needs no more).
+        """
+        turns = (self.turns(role="user") if sessions is None
+                 else self._turns_in("session_id", sessions, role="user"))
         out: dict[str, Turn] = {}
-        for t in self.turns(role="user"):
+        for t in turns:
             out.setdefault(t.session_id, t)
         return out
 
@@ -575,8 +596,7 @@ class MemoryStore:
         rows = self._conn.execute(
             "SELECT rowid FROM conversations_fts WHERE conversations_fts MATCH ? "
             "ORDER BY rank LIMIT ?", (match, limit)).fetchall()
-        ids = {r[0] for r in rows}
-        return [t for t in self.turns() if t.id in ids]
+        return self._turns_in("id", [r[0] for r in rows])
 
     # ------------------------------------------------------------------ procedures
     def _require_procedures(self) -> None:
