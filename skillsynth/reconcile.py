@@ -47,7 +47,7 @@ class Reconciled:
 
 
 def _check_provenance(store: MemoryStore, sessions: Sequence[str]) -> None:
-    known = set(store.session_ids())
+    known = store.sessions_with_calls(sessions)
     missing = [s for s in sessions if s not in known]
     if missing:
         raise StoreError(f"provenance names sessions with no tool_history rows: {missing[:5]}",

@@ -526,6 +526,17 @@ class MemoryStore:
             "SELECT session_id FROM tool_history GROUP BY session_id ORDER BY MIN(id)")
         return [r[0] for r in rows]
 
+    def sessions_with_calls(self, session_ids: Iterable[str]) -> set[str]:
+        """Those of ``session_ids`` that have tool_history rows (provenance checks)."""
+        ids = list(dict.fromkeys(session_ids))
+        found: set[str] = set()
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            found.update(r[0] for r in self._conn.execute(
+                "SELECT DISTINCT session_id FROM tool_history WHERE session_id IN "
+                f"({', '.join('?' * len(chunk))})", chunk))
+        return found
+
     # ------------------------------------------------------------------ conversations
     def add_turn(self, session_id: str, role: str, content: str, *,
                  context: str = "global", timestamp: str | None = None) -> int:
