@@ -528,13 +528,11 @@ class MemoryStore:
 
     def sessions_with_calls(self, session_ids: Iterable[str]) -> set[str]:
         """Those of ``session_ids`` that have tool_history rows (provenance checks)."""
-        ids = list(dict.fromkeys(session_ids))
         found: set[str] = set()
-        for i in range(0, len(ids), 500):
-            chunk = ids[i:i + 500]
+        for marks, chunk in _in_chunks(dict.fromkeys(session_ids)):
             found.update(r[0] for r in self._conn.execute(
-                "SELECT DISTINCT session_id FROM tool_history WHERE session_id IN "
-                f"({', '.join('?' * len(chunk))})", chunk))
+                f"SELECT DISTINCT session_id FROM tool_history WHERE session_id IN ({marks})",
+                chunk))
         return found
 
     # ------------------------------------------------------------------ conversations
@@ -575,11 +573,9 @@ class MemoryStore:
     def _turns_in(self, column: str, values: Iterable[Any], role: str | None = None
                   ) -> list[Turn]:
         """Turns whose ``column`` is one of ``values`` (chunked under SQLite's parameter cap)."""
-        vals = list(values)
         out: list[Turn] = []
-        for i in range(0, len(vals), 500):
-            chunk = vals[i:i + 500]
-            cond = [f"{column} IN ({', '.join('?' * len(chunk))})"]
+        for marks, chunk in _in_chunks(values):
+            cond = [f"{column} IN ({marks})"]
             if role is not None:
                 cond.append("role = ?")
             out += self._select_turns(cond, [*chunk, *([role] if role is not None else [])])
@@ -733,6 +729,14 @@ class MemoryStore:
             raise StoreError("execute() is for reads; use the store's methods to write",
                              path=str(self.path))
         return self._conn.execute(sql, tuple(params)).fetchall()
+
+
+def _in_chunks(values: Iterable[Any], size: int = 500) -> Iterator[tuple[str, list[Any]]]:
+    """``(placeholders, values)`` pairs for ``IN (...)`` under SQLite's parameter cap."""
+    vals = list(values)
+    for i in range(0, len(vals), size):
+        chunk = vals[i:i + size]
+        yield ", ".join("?" * len(chunk)), chunk
 
 
 def _split_sql(script: str) -> list[str]:
