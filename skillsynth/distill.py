@@ -8,8 +8,16 @@ literal ``SKIP``.
 
 Two modes: ``yaml`` (free-form, as GAIA does; wrappers stripped explicitly) and ``json``
 (constrained by a JSON schema whose strings and arrays are all bounded; the SKIP decision
-is the field ``reusable: false``; the answer is rendered to the intermediate shape).
-Either way the result goes through :meth:`Skill.parse`, and a skill naming a tool the runs never used is malformed.
+is the field ``skip: true``; the answer is rendered to the intermediate shape).
+Either way the result goes through :meth:`Skill.parse`, and a skill naming a tool the runs
+never used is malformed.
+
+Both modes show one worked example (a restaurant booking, a domain no corpus here uses) as
+a prior user/assistant turn. Measured with the embedded SmolLM2-135M on two seeded synthetic
+corpora (7 qualified clusters): without it, json mode answered SKIP 7/7 and yaml mode broke
+the frontmatter; with it, 7/7 clusters gave a valid skill and the when_to_use texts scored a
+mean cosine of 0.45 against their member goals (MiniLM), up from 0.22. The example shows
+``skip: false``, so it biases small models against SKIP; a capable model still decides.
 """
 
 from __future__ import annotations
@@ -34,7 +42,7 @@ __all__ = [
     "distill_cluster",
 ]
 
-PROMPT_VERSION = "distill-v2"
+PROMPT_VERSION = "distill-v3"
 DistillMode = Literal["yaml", "json"]
 TEMPERATURE = 0.1
 MAX_TOKENS = 1024
@@ -78,6 +86,48 @@ class Distillation:
     stripped: bool
 
 
+_JSON_SYSTEM = ("You write reusable procedures for a tool-using assistant from successful runs. "
+                "Answer with JSON only. when_to_use is one sentence that starts with 'The user "
+                "wants' and describes the goal in words; steps name the tools in order. Set skip "
+                "to true (meaning SKIP) only when the runs share no reusable procedure.")
+
+#: The worked example (user turn, then the answer in each mode).
+_EXAMPLE_USER = """Goal of the representative run: Book a table for two at Luigi's tonight
+
+Its successful tool calls, in order:
+1. search_restaurants
+2. check_availability
+3. make_booking
+
+Other phrasings of the same goal:
+- Reserve dinner at Luigi's for 2 people
+- Get me a table at Luigi's this evening
+
+Sessions: 3; successful sessions: 3.
+Tools available to name: check_availability, make_booking, search_restaurants."""
+_EXAMPLE = {
+    "name": "book-restaurant-table",
+    "when_to_use": "The user wants to book a table at a restaurant for a number of people",
+    "tools_required": ["search_restaurants", "check_availability", "make_booking"],
+    "steps": ["Call search_restaurants with the restaurant name",
+              "Call check_availability for the party size and time",
+              "Call make_booking to reserve the table"],
+    "edge_cases": ["If no table is free, offer the nearest other time"],
+    "skip": False,
+}
+
+
+def _render(data: dict[str, Any]) -> str:
+    """The intermediate SKILL.md shape of a JSON-mode answer (also the yaml-mode example)."""
+    tools = "".join(f"  - {json.dumps(t)}\n" for t in data["tools_required"])
+    steps = "\n".join(f"{i}. {' '.join(str(s).split())}"
+                      for i, s in enumerate(data["steps"], 1))
+    edges = "\n".join(f"- {' '.join(str(e).split())}" for e in data["edge_cases"])
+    return (f"---\nname: {json.dumps(data['name'])}\n"
+            f"when_to_use: {json.dumps(data['when_to_use'])}\ntools_required:\n{tools}"
+            f"---\n\n{steps}\n\n## Edge cases\n{edges}\n")
+
+
 def build_messages(cluster: Cluster, mode: DistillMode = "yaml") -> list[dict[str, Any]]:
     """The chat messages for ``cluster`` (no arguments or results of calls are shown)."""
     rep = cluster.representative()
@@ -89,12 +139,14 @@ def build_messages(cluster: Cluster, mode: DistillMode = "yaml") -> list[dict[st
             f"Other phrasings of the same goal:\n{phrasings}\n\n"
             f"Sessions: {cluster.size}; successful sessions: {cluster.successful_sessions}.\n"
             f"Tools available to name: {', '.join(sorted(set(_cluster_tools(cluster))))}.")
-    system = _SYSTEM if mode == "yaml" else (
-        "You write reusable procedures for a tool-using assistant from successful runs. "
-        "Answer with JSON only. when_to_use is one sentence that starts with 'The user "
-        "wants' and describes the goal in words; steps name the tools in order. Set reusable "
-        "to false (meaning SKIP) only when the runs share no reusable procedure.")
-    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    if mode == "json":
+        system, example = _JSON_SYSTEM, json.dumps(_EXAMPLE)
+    else:
+        system, example = _SYSTEM, _render(_EXAMPLE)
+    return [{"role": "system", "content": system},
+            {"role": "user", "content": _EXAMPLE_USER},
+            {"role": "assistant", "content": example},
+            {"role": "user", "content": user}]
 
 
 def _cluster_tools(cluster: Cluster) -> list[str]:
@@ -106,10 +158,9 @@ def answer_schema(cluster: Cluster) -> dict[str, Any]:
     tools = sorted(set(_cluster_tools(cluster)))
     return {
         "type": "object", "additionalProperties": False,
-        # The SKIP decision is asked as "reusable" (false = SKIP) and comes last: decoding
-        # writes properties in this order, and small models lean towards answering true.
-        "required": ["name", "when_to_use", "tools_required", "steps", "edge_cases",
-                     "reusable"],
+        # The SKIP decision comes last (decoding writes properties in this order): asked
+        # first, SmolLM2-135M looped until max_tokens once and wrote worse when_to_use.
+        "required": ["name", "when_to_use", "tools_required", "steps", "edge_cases", "skip"],
         "properties": {
             "name": {"type": "string", "pattern": "^[a-z0-9]+(-[a-z0-9]+){0,5}$",
                      "maxLength": 64},
@@ -120,7 +171,7 @@ def answer_schema(cluster: Cluster) -> dict[str, Any]:
                       "items": {"type": "string", "minLength": 3, "maxLength": 200}},
             "edge_cases": {"type": "array", "minItems": 1, "maxItems": 4,
                            "items": {"type": "string", "minLength": 3, "maxLength": 200}},
-            "reusable": {"type": "boolean"},
+            "skip": {"type": "boolean"},
         },
     }
 
@@ -132,16 +183,10 @@ def _from_json(text: str) -> str | None:
         raise MalformedSkill(f"json mode answer is not JSON: {exc}", field="document") from exc
     if not isinstance(data, dict):
         raise MalformedSkill("json mode answer is not an object", field="document")
-    if data.get("reusable") is False:
+    if data.get("skip") is True:
         return None
     try:
-        tools = "".join(f"  - {json.dumps(t)}\n" for t in data["tools_required"])
-        steps = "\n".join(f"{i}. {' '.join(str(s).split())}"
-                          for i, s in enumerate(data["steps"], 1))
-        edges = "\n".join(f"- {' '.join(str(e).split())}" for e in data["edge_cases"])
-        return (f"---\nname: {json.dumps(data['name'])}\n"
-                f"when_to_use: {json.dumps(data['when_to_use'])}\ntools_required:\n{tools}"
-                f"---\n\n{steps}\n\n## Edge cases\n{edges}\n")
+        return _render(data)
     except (KeyError, TypeError) as exc:
         raise MalformedSkill(f"json mode answer lacks {exc}", field="document") from exc
 

@@ -22,6 +22,7 @@ from skillsynth.distill import PROMPT_VERSION, build_messages, distill_cluster
 from skillsynth.errors import EmbedderError, MalformedSkill
 from skillsynth.llm import ChatClient, Endpoint
 from skillsynth.reconcile import reconcile_and_store
+from skillsynth.skill import Skill
 from skillsynth.synthesize import synthesize_skills
 
 ANSWER = """<think>hmm</think>
@@ -212,7 +213,7 @@ def test_distill_rejects_tools_no_run_used_and_accepts_skip(store):
     with pytest.raises(MalformedSkill, match="write_file"):
         distill_cluster(c, FakeLLM(ANSWER.replace("  - read_file", "  - write_file")), cfg)
     assert distill_cluster(c, FakeLLM("SKIP"), cfg) is None
-    llm = FakeLLM(json.dumps({"reusable": True, "name": "find-invoice",
+    llm = FakeLLM(json.dumps({"skip": False, "name": "find-invoice",
                               "when_to_use": "The user wants an invoice",
                               "tools_required": ["search_file"], "steps": ["search it"],
                               "edge_cases": ["none found: ask"]}))
@@ -221,5 +222,12 @@ def test_distill_rejects_tools_no_run_used_and_accepts_skip(store):
     assert llm.seen[0][1]["json_schema"]["properties"]["tools_required"]["items"]["enum"] == \
         ["read_file", "reply", "search_file"]
     assert llm.seen[0][1]["prompt_version"] == f"{PROMPT_VERSION}-json"
-    user = build_messages(c)[1]["content"]
+    skip = FakeLLM(json.dumps({"skip": True, "name": "x-y", "when_to_use": "w" * 10,
+                               "tools_required": ["search_file"], "steps": ["abc"],
+                               "edge_cases": ["abc"]}))
+    assert distill_cluster(c, skip, cfg, mode="json") is None
+    msgs = build_messages(c)
+    assert [m["role"] for m in msgs] == ["system", "user", "assistant", "user"]
+    assert Skill.parse(msgs[2]["content"]).name == "book-restaurant-table"  # the example parses
+    user = msgs[-1]["content"]
     assert '"q"' not in user  # arguments never reach the prompt
