@@ -7,7 +7,12 @@ the pipeline under test can never see the answers.
 
 from __future__ import annotations
 
-from .labels import LabelStore, SessionLabel
+from .importing import FORMATS, ImportReport, import_corpus
+from .jsonl import export_jsonl
+from .labels import LabelStore, SessionLabel, labels_path_for
+from .stats import CorpusStats, corpus_stats
 from .synthetic import FAMILIES, NoiseConfig, generate_corpus
 
-__all__ = ["FAMILIES", "LabelStore", "NoiseConfig", "SessionLabel", "generate_corpus"]
+__all__ = ["FAMILIES", "FORMATS", "CorpusStats", "ImportReport", "LabelStore", "NoiseConfig",
+           "SessionLabel", "corpus_stats", "export_jsonl", "generate_corpus", "import_corpus",
+           "labels_path_for"]

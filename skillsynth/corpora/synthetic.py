@@ -10,14 +10,15 @@ labels file only, so clustering and recall precision are exactly scorable.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
 
+from .. import __version__
 from ..errors import SkillsynthError
-from ..store import MemoryStore
+from ..store import MemoryStore, now_iso
 from .labels import LabelStore, SessionLabel, labels_path_for
 
 __all__ = ["FAMILIES", "Family", "GenerateReport", "NoiseConfig", "generate_corpus"]
@@ -126,6 +127,7 @@ def generate_corpus(db_path: str | Path, *, families: int = len(FAMILIES), seed:
     lab_path = Path(labels_path) if labels_path else labels_path_for(db)
     if lab_path.exists():
         raise SkillsynthError(f"{lab_path} exists; choose another path")
+    begun = now_iso()
     rng = np.random.default_rng(seed)
     chosen = FAMILIES[:families]
     order = [(f, a) for a in range(1, attempts + 1) for f in chosen]
@@ -134,6 +136,7 @@ def generate_corpus(db_path: str | Path, *, families: int = len(FAMILIES), seed:
     with MemoryStore.init(db) as store:
         for n, (fam, attempt) in enumerate(order):
             sid = f"syn-{seed}-{n:05d}"
+            started = (clock + timedelta(seconds=1)).isoformat(timespec="microseconds")
             goal = fam.goals[int(rng.integers(len(fam.goals)))].format(
                 x=fam.fillers[int(rng.integers(len(fam.fillers)))])
             abandoned = bool(rng.random() < noise.abandon_rate)
@@ -160,8 +163,12 @@ def generate_corpus(db_path: str | Path, *, families: int = len(FAMILIES), seed:
             clock += timedelta(minutes=7)
             labels.append(SessionLabel(sid, "synthetic", fam.id, attempt,
                                        success=not abandoned, reward=None if abandoned else 1.0,
-                                       essential_steps=fam.steps, source_file="generator",
+                                       essential_steps=fam.steps, started_at=started,
+                                       source_file="generator",
                                        source_record=f"seed={seed} n={n}"))
     with LabelStore(lab_path, create=True) as ls:
         ls.add(labels)
+        ls.record_build("generate", begun, now_iso(), {
+            "families": [f.id for f in chosen], "seed": seed, "attempts": attempts,
+            "noise": asdict(noise), "skillsynth": __version__})
     return GenerateReport(db, lab_path, len(order), families, seed)

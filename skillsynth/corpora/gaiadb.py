@@ -1,0 +1,40 @@
+"""A GAIA ``memory.db`` as a corpus: opened read-only, copied session by session.
+
+Every session with tool calls is copied verbatim (its ``tool_history`` rows and its
+``conversations`` rows, timestamps untouched). A user's own database has no ground
+truth: labels carry no task or attempt, so evaluation treats these sessions as history,
+never as probes. Sessions without a user turn have no goal in GAIA's rule; they are
+copied as they are and reported (:attr:`ImportReport.sessions_without_goal`), never
+given a guessed goal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from ..errors import StoreError
+from ..store import MemoryStore
+from .labels import SessionLabel
+from .records import BadRecord, CallRecord, SessionRecord, TurnRecord
+
+__all__ = ["read_gaia_db"]
+
+SOURCE = "gaia-db"
+
+
+def read_gaia_db(path: str | Path) -> Iterator[SessionRecord | BadRecord]:
+    """Sessions of a GAIA database, in order of their first tool call (read-only)."""
+    p = Path(path)
+    if not p.exists():
+        raise StoreError("no such database", path=str(p))
+    with MemoryStore.open(p, read_only=True) as store:
+        for sid in store.session_ids():
+            calls = tuple(CallRecord(c.tool_name, c.args, c.result_summary, c.success,
+                                     c.timestamp, error=c.error, duration_ms=c.duration_ms)
+                          for c in store.tool_calls(sid))
+            turns = tuple(TurnRecord(t.role, t.content, t.timestamp)
+                          for t in store.turns(sid))
+            label = SessionLabel(sid, SOURCE, None, None, started_at=calls[0].timestamp,
+                                 source_file=p.name, source_record=f"session {sid}")
+            yield SessionRecord(sid, calls, turns, label)

@@ -1,0 +1,196 @@
+"""Import a source into a corpus: a GAIA-schema ``memory.db`` plus its labels file.
+
+One transaction per session: a session is written whole or not at all, and sessions
+already written stay when a later record is bad. A bad record stops the import with an
+error naming file, record and field, or, with ``skip_bad``, becomes a counted skip in the
+:class:`ImportReport`. Sessions already in the corpus (same id) are left alone and
+counted, so an interrupted import can simply be run again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from tqdm.auto import tqdm
+
+from .. import __version__
+from ..errors import CorpusFormatError
+from ..store import MemoryStore, now_iso
+from .gaiadb import read_gaia_db
+from .jsonl import read_jsonl
+from .labels import LabelStore, labels_path_for
+from .records import BadRecord, SessionRecord
+from .tau2 import load_tasks, read_tau2
+from .taubench import read_taubench
+
+__all__ = ["FORMATS", "ImportFormat", "ImportReport", "import_corpus"]
+
+log = logging.getLogger(__name__)
+
+ImportFormat = Literal["taubench", "tau2", "gaia-db", "jsonl"]
+FORMATS: tuple[str, ...] = ("taubench", "tau2", "gaia-db", "jsonl")
+_SOURCE = {"taubench": "taubench", "tau2": "tau2", "gaia-db": "gaia-db", "jsonl": "jsonl"}
+#: How many session ids a report lists for a kind of problem (the counts are complete).
+LIST_LIMIT = 50
+
+
+@dataclass
+class ImportReport:
+    """What an import read, wrote and skipped."""
+
+    format: str
+    db_path: str
+    labels_path: str
+    files: list[str] = field(default_factory=list)
+    sessions_imported: int = 0
+    calls_imported: int = 0
+    sessions_without_calls: int = 0
+    sessions_without_goal: int = 0
+    sessions_without_goal_ids: list[str] = field(default_factory=list)
+    already_present: int = 0
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+    flags: dict[str, int] = field(default_factory=dict)
+    status: str = "ok"
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (``--json``)."""
+        return asdict(self)
+
+
+def _expand(fmt: str, sources: Sequence[str | Path]) -> list[Path]:
+    files: list[Path] = []
+    for s in sources:
+        p = Path(s)
+        if p.is_dir() and fmt != "gaia-db":
+            suffixes = (".jsonl", ".jsonl.gz") if fmt == "jsonl" else (".json", ".json.gz")
+            found = sorted(f for f in p.iterdir() if f.name.endswith(suffixes)
+                           and not f.name.startswith("tasks"))
+            if not found:
+                raise CorpusFormatError(f"no {'/'.join(suffixes)} files in the folder",
+                                        file=str(p))
+            files.extend(found)
+        elif not p.exists():
+            raise CorpusFormatError("no such file", file=str(p))
+        else:
+            files.append(p)
+    return files
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _records(fmt: str, files: list[Path], tasks: Path | None, offset: int
+             ) -> Iterator[SessionRecord | BadRecord]:
+    fallback = load_tasks(tasks) if tasks else None
+    for f in files:
+        if fmt == "taubench":
+            yield from read_taubench(f, first_index=offset)
+        elif fmt == "tau2":
+            yield from read_tau2(f, fallback_tasks=fallback, first_index=offset)
+        elif fmt == "jsonl":
+            yield from read_jsonl(f, first_index=offset)
+        else:
+            yield from read_gaia_db(f)
+        offset += 100_000  # keeps synthetic clocks of later files after earlier ones
+
+
+def import_corpus(fmt: ImportFormat | str, sources: Sequence[str | Path] | str | Path,
+                  db_path: str | Path, *, tasks: str | Path | None = None,
+                  skip_bad: bool = False, labels_path: str | Path | None = None,
+                  progress: bool = False) -> ImportReport:
+    """Import ``sources`` (files, or folders of them) of format ``fmt`` into ``db_path``.
+
+    Args:
+        fmt: ``taubench``, ``tau2``, ``gaia-db`` or ``jsonl``.
+        sources: one path or several; a folder means its ``.json``/``.jsonl`` files
+            (``tasks*`` files excluded: pass those as ``tasks``).
+        db_path: the corpus database, created when missing (GAIA's schema).
+        tasks: tau2 only, a tasks file for simulations whose task is not in their file.
+        skip_bad: count and list bad records instead of stopping at the first.
+        labels_path: the labels file (default ``<db>.labels.sqlite``).
+        progress: show a progress bar.
+
+    Raises:
+        CorpusFormatError: a bad record (without ``skip_bad``), naming file, record and
+            field; everything written before it stays.
+    """
+    if fmt not in FORMATS:
+        raise CorpusFormatError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    if tasks is not None and fmt != "tau2":
+        raise CorpusFormatError("--tasks applies to the tau2 format only", file=str(tasks))
+    srcs = [sources] if isinstance(sources, (str, Path)) else list(sources)
+    files = _expand(fmt, srcs)
+    db = Path(db_path)
+    if fmt == "gaia-db" and any(f.resolve() == db.resolve() for f in files if db.exists()):
+        raise CorpusFormatError("the corpus database must not be the source database",
+                                file=str(db))
+    lab = Path(labels_path) if labels_path else labels_path_for(db)
+    report = ImportReport(fmt, str(db), str(lab), [str(f) for f in files])
+    begun = now_iso()
+    flags: Counter[str] = Counter()
+    store = MemoryStore.open(db) if db.exists() else MemoryStore.init(db)
+    with store, LabelStore(lab, create=True) as labels:
+        present = labels.session_ids()
+        try:
+            for rec in tqdm(_records(fmt, files, Path(tasks) if tasks else None, len(present)),
+                            desc=f"import {fmt}", unit="session", disable=not progress):
+                if isinstance(rec, BadRecord):
+                    if not skip_bad:
+                        raise rec.error
+                    err = rec.error
+                    report.skipped.append({"file": err.file, "record": err.record,
+                                           "field": err.field, "error": str(err)})
+                    log.warning("skipped: %s", err)
+                    continue
+                if rec.session_id in present:
+                    report.already_present += 1
+                    continue
+                _write(store, rec)
+                labels.add([rec.label])
+                present.add(rec.session_id)
+                report.sessions_imported += 1
+                report.calls_imported += len(rec.calls)
+                report.sessions_without_calls += not rec.calls
+                if not any(t.role == "user" for t in rec.turns):
+                    report.sessions_without_goal += 1
+                    if len(report.sessions_without_goal_ids) < LIST_LIMIT:
+                        report.sessions_without_goal_ids.append(rec.session_id)
+                flags.update(rec.label.flags)
+        except BaseException:
+            report.status = "failed"
+            raise
+        finally:
+            report.flags = dict(sorted(flags.items()))
+            if fmt in ("taubench", "tau2"):
+                labels.renumber_attempts(_SOURCE[fmt])
+            labels.record_build("import", begun, now_iso(), {
+                "format": fmt, "skillsynth": __version__, "status": report.status,
+                "files": [{"name": f.name, "sha256": _sha256(f)} for f in files if f.is_file()],
+                "tasks": None if tasks is None else {"name": Path(tasks).name,
+                                                     "sha256": _sha256(Path(tasks))},
+                "counts": {k: v for k, v in report.as_dict().items()
+                           if isinstance(v, int)}})
+    return report
+
+
+def _write(store: MemoryStore, rec: SessionRecord) -> None:
+    """One session in one transaction (calls first, then turns, as GAIA writes them)."""
+    with store.transaction():
+        for c in rec.calls:
+            store.log_tool_call(rec.session_id, c.tool_name, c.args, c.result, c.success,
+                                error=c.error, duration_ms=c.duration_ms,
+                                timestamp=c.timestamp)
+        for t in rec.turns:
+            store.add_turn(rec.session_id, t.role, t.content, timestamp=t.timestamp)
+

@@ -1,0 +1,155 @@
+"""tau2-bench results files: ``{info, tasks, simulations}``, one file per agent run.
+
+Each simulation is one session. Its goal is its task's ``user_scenario.instructions
+.reason_for_call``; the task comes from the file's own ``tasks`` (they take precedence,
+since task versions differ between runs) or else from a tasks file given by the caller
+(``tasks_*.json``, a list). Messages carry real timestamps and tool messages an ``error``
+flag. Calls the user simulator makes (``requestor: user``) are not the agent's and are not
+imported. Attempts are numbered per task by start time once every file is read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from ..errors import CorpusFormatError
+from .labels import SessionLabel
+from .records import (
+    BadRecord,
+    Break,
+    Call,
+    FieldError,
+    Reply,
+    SessionRecord,
+    SourceFile,
+    TurnRecord,
+    check_text,
+    iso,
+    need,
+    pair_calls,
+    session_uuid,
+    synthetic_clock,
+)
+
+__all__ = ["load_tasks", "read_tau2"]
+
+SOURCE = "tau2"
+
+
+def load_tasks(path: str | Path) -> dict[str, dict[str, Any]]:
+    """A tasks file (a JSON list of tasks, or an object with ``tasks``) by task id."""
+    src = SourceFile(path)
+    doc = src.load()
+    tasks = doc.get("tasks") if isinstance(doc, Mapping) else doc
+    if not isinstance(tasks, list):
+        raise src.error("expected a list of tasks (or an object with 'tasks')", field="tasks")
+    out: dict[str, dict[str, Any]] = {}
+    for i, t in enumerate(tasks):
+        try:
+            out[str(need(t, "id", (str, int), ""))] = t
+        except FieldError as exc:
+            raise src.error(exc.message, record=f"tasks[{i}]", field=exc.field) from None
+    return out
+
+
+def read_tau2(path: str | Path, *, fallback_tasks: Mapping[str, dict[str, Any]] | None = None,
+              first_index: int = 0) -> Iterator[SessionRecord | BadRecord]:
+    """Parse one results file; ``first_index`` offsets synthetic clocks across files."""
+    src = SourceFile(path)
+    try:
+        doc = src.load()
+        if not isinstance(doc, Mapping):
+            raise src.error("expected a results object with 'simulations'", field="document")
+        sims = doc.get("simulations")
+        if not isinstance(sims, list):
+            raise src.error("missing or not a list", field="simulations")
+    except CorpusFormatError as exc:  # the whole file is one bad record
+        yield BadRecord(exc)
+        return
+    own: dict[str, dict[str, Any]] = {}
+    for t in doc.get("tasks") or []:
+        if isinstance(t, Mapping) and "id" in t:
+            own[str(t["id"])] = dict(t)
+    raw_info = doc.get("info")
+    info: Mapping[str, Any] = raw_info if isinstance(raw_info, Mapping) else {}
+    domain = (info.get("environment_info") or {}).get("domain_name") or "unknown"
+    agent = (info.get("agent_info") or {}).get("llm")
+    for i, sim in enumerate(sims):
+        record = f"simulations[{i}]"
+        try:
+            yield _session(src, record, sim, own, fallback_tasks or {}, str(domain), agent,
+                           first_index + i)
+        except FieldError as exc:
+            yield BadRecord(src.error(exc.message, record=record, field=exc.field))
+
+
+def _session(src: SourceFile, record: str, sim: Any, own: Mapping[str, Any],
+             fallback: Mapping[str, Any], domain: str, agent: Any,
+             clock_index: int) -> SessionRecord:
+    check_text(sim)
+    sim_id = need(sim, "id", str, "")
+    task_id = str(need(sim, "task_id", (str, int), ""))
+    task = own.get(task_id) or fallback.get(task_id)
+    if task is None:
+        raise FieldError("task_id", f"task {task_id!r} is neither in the file's tasks nor in "
+                                    "the tasks file (pass one with --tasks)")
+    check_text(task, f"tasks[{task_id}]")
+    goal = _goal(task, f"tasks[{task_id}]")
+    reward = need(need(sim, "reward_info", Mapping, ""), "reward", (int, float), "reward_info")
+    messages = need(sim, "messages", list, "")
+    events: list[tuple[Call, ...] | Reply | Break] = []
+    stamps: list[str] = []
+    for j, m in enumerate(messages):
+        where = f"messages[{j}]"
+        role = need(m, "role", str, where)
+        if m.get("timestamp"):
+            stamps.append(iso(str(m["timestamp"]), f"{where}.timestamp"))
+        if m.get("tool_calls"):
+            calls = need(m, "tool_calls", list, where)
+            events.append(tuple(_call(c, f"{where}.tool_calls[{k}]", m, role)
+                                for k, c in enumerate(calls)))
+        elif role == "tool":
+            events.append(Reply(m.get("content"), bool(m.get("error")), m.get("timestamp"),
+                                where))
+        else:
+            events.append(Break())
+    clock = synthetic_clock(clock_index)
+    calls, flags = pair_calls(events, clock)
+    start = sim.get("start_time")
+    started = (iso(str(start), "start_time") if start else
+               stamps[0] if stamps else calls[0].timestamp if calls else next(clock))
+    if not stamps:
+        flags.add("synthetic-timestamps")
+    goal_at = max(stamps) if stamps else next(clock)
+    crit = task.get("evaluation_criteria") or {}
+    truth = tuple({"name": need(a, "name", str, f"tasks[{task_id}].evaluation_criteria"
+                                                 f".actions[{k}]"),
+                   "arguments": a.get("arguments") or {}}
+                  for k, a in enumerate(crit.get("actions") or [])
+                  if a.get("requestor", "assistant") == "assistant")
+    sid = session_uuid(SOURCE, sim_id)
+    label = SessionLabel(
+        sid, SOURCE, f"{domain}/{task_id}", None, success=float(reward) >= 1.0,
+        reward=float(reward), essential_steps=tuple(a["name"] for a in truth), actions=truth,
+        started_at=started, flags=tuple(sorted(flags)),
+        extra={"agent": agent, "trial": sim.get("trial"), "domain": domain,
+               "termination_reason": sim.get("termination_reason")},
+        source_file=Path(src.name).name, source_record=record)
+    return SessionRecord(sid, tuple(calls), (TurnRecord("user", goal, goal_at),), label)
+
+
+def _goal(task: Any, where: str) -> str:
+    instr = need(need(task, "user_scenario", Mapping, where), "instructions", (Mapping, str),
+                 f"{where}.user_scenario")
+    if isinstance(instr, str):  # older tau2 releases keep the scenario as one string
+        return instr.strip()
+    return str(need(instr, "reason_for_call", str,
+                    f"{where}.user_scenario.instructions")).strip()
+
+
+def _call(c: Any, where: str, message: Mapping[str, Any], role: str) -> Call:
+    by = c.get("requestor") if isinstance(c, Mapping) else None
+    return Call(need(c, "name", str, where), c.get("arguments"), message.get("timestamp"),
+                where, by_agent=(by or role) == "assistant")

@@ -1,0 +1,96 @@
+"""tau-bench results lists (``historical_trajectories/*.json``): one item per trial.
+
+Each item has ``task_id``, ``trial``, ``reward`` and ``info.task`` (``instruction``, the
+user simulator's scenario; ``actions``, the ground-truth calls) and ``traj``, OpenAI chat
+messages. The goal is the instruction. tau-bench records no timestamps, so they are
+synthesized (monotone, in file order, which is trial-major) and flagged. A tool message
+whose content starts with ``Error`` is a failed call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from .labels import SessionLabel
+from .records import (
+    BadRecord,
+    Break,
+    Call,
+    FieldError,
+    Reply,
+    SessionRecord,
+    SourceFile,
+    TurnRecord,
+    check_text,
+    need,
+    pair_calls,
+    session_uuid,
+    synthetic_clock,
+)
+
+__all__ = ["read_taubench"]
+
+SOURCE = "taubench"
+
+
+def read_taubench(path: str | Path, *, first_index: int = 0
+                  ) -> Iterator[SessionRecord | BadRecord]:
+    """Parse one results list; ``first_index`` offsets the synthetic clock across files."""
+    src = SourceFile(path)
+    for n, item in enumerate(src.array_items()):
+        if not isinstance(item, tuple):
+            yield BadRecord(item)
+            return
+        i, obj = item
+        try:
+            yield _session(src, i, obj, first_index + n)
+        except FieldError as exc:
+            yield BadRecord(src.error(exc.message, record=i, field=exc.field))
+
+
+def _session(src: SourceFile, i: int, obj: Any, clock_index: int) -> SessionRecord:
+    check_text(obj)
+    task_id = need(obj, "task_id", (int, str), "")
+    trial = need(obj, "trial", int, "")
+    reward = need(obj, "reward", (int, float), "")
+    task = need(need(obj, "info", dict, ""), "task", dict, "info")
+    goal = need(task, "instruction", str, "info.task").strip()
+    actions = task.get("actions") or []
+    if not isinstance(actions, list):
+        raise FieldError("info.task.actions", "expected a list")
+    truth = tuple({"name": need(a, "name", str, f"info.task.actions[{j}]"),
+                   "arguments": a.get("kwargs") or {}} for j, a in enumerate(actions))
+    traj = need(obj, "traj", list, "")
+    events: list[tuple[Call, ...] | Reply | Break] = []
+    for j, m in enumerate(traj):
+        where = f"traj[{j}]"
+        role = need(m, "role", str, where)
+        if role == "assistant" and m.get("tool_calls"):
+            calls = need(m, "tool_calls", list, where)
+            events.append(tuple(_call(c, f"{where}.tool_calls[{k}]")
+                                for k, c in enumerate(calls)))
+        elif role == "tool":
+            content = m.get("content")
+            events.append(Reply(content, isinstance(content, str) and
+                                content.startswith("Error"), None, where))
+        else:
+            events.append(Break())
+    clock = synthetic_clock(clock_index)
+    calls, flags = pair_calls(events, clock)
+    flags.add("synthetic-timestamps")
+    sid = session_uuid(SOURCE, Path(src.name).name, i, task_id, trial)
+    started = calls[0].timestamp if calls else next(clock)
+    label = SessionLabel(
+        sid, SOURCE, str(task_id), None, success=float(reward) >= 1.0, reward=float(reward),
+        essential_steps=tuple(a["name"] for a in truth), actions=truth, started_at=started,
+        flags=tuple(sorted(flags)), extra={"trial": trial}, source_file=Path(src.name).name,
+        source_record=str(i))
+    return SessionRecord(sid, tuple(calls), (TurnRecord("user", goal, next(clock)),), label)
+
+
+def _call(c: Any, where: str) -> Call:
+    fn = need(c, "function", dict, where)
+    return Call(need(fn, "name", str, f"{where}.function"), fn.get("arguments"), None,
+                where)
