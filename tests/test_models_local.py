@@ -180,16 +180,23 @@ def test_synthesize_recall_a_new_paraphrase_then_not_after_disable(servers, tmp_
     from skillsynth.skill import validate_skill
     from skillsynth.synthesize import synthesize_skills
 
+    import json
+
+    from skillsynth.cli import main
+    from skillsynth.corpora import import_corpus
+
     goals = ["Find the invoice from Acme for March", "Locate the March invoice sent by Acme",
              "Get me Acme's invoice for March"]
     probe = "Where is the invoice Acme sent us in March?"
     cfg = Thresholds(similarity_tau=0.6)  # MiniLM scale; GAIA's 0.82 is for a 768-d Gemma
-    with MemoryStore.init(tmp_path / "memory.db") as store, \
+    src, db = tmp_path / "sessions.jsonl", tmp_path / "memory.db"
+    src.write_text("".join(
+        json.dumps({"session_id": f"s{i}", "tool_name": t, "args": {"q": g}, "success": True,
+                    "result_summary": "ok", **({"goal": g} if t == "search_file" else {})}) + "\n"
+        for i, g in enumerate(goals) for t in ("search_file", "read_file", "query_documents")))
+    assert import_corpus("jsonl", src, db).sessions_imported == 3
+    with MemoryStore.open(db) as store, \
             ChatClient(servers.chat) as chat, Embedder(servers.embed) as emb:
-        for i, g in enumerate(goals):
-            for t in ("search_file", "read_file", "query_documents"):
-                store.log_tool_call(f"s{i}", t, {"q": g}, "ok", True)
-            store.add_turn(f"s{i}", "user", g)
         rep = synthesize_skills(store, chat, emb, cfg, mode="json", env={})
         assert rep.status == "ran" and rep.qualified == 1 and rep.llm_calls == 1
         assert rep.added == 1, f"the model did not produce a skill: {rep.as_dict()}"
@@ -201,5 +208,5 @@ def test_synthesize_recall_a_new_paraphrase_then_not_after_disable(servers, tmp_
         hits = recall(store, emb, probe, cfg)
         assert [h.procedure.id for h in hits] == [p.id], \
             f"not recalled: when_to_use={p.when_to_use!r}"
-        store.set_procedure_enabled(p.id, False)
+        assert main(["procedures", "disable", str(db), p.id]) == 0
         assert recall(store, emb, probe, cfg) == []

@@ -43,6 +43,13 @@ def test_labels_live_outside_the_memory_db(tmp_path):
     assert len(labels) == 12
     assert {x.task_id for x in labels} == {f.id for f in FAMILIES[:3]}
     assert sorted(x.attempt for x in labels if x.task_id == FAMILIES[0].id) == [1, 2, 3, 4]
+    # no label value leaks into what the pipeline reads
+    conn = sqlite3.connect(rep.db_path)
+    text = " ".join(str(v) for t in ("tool_history", "conversations")
+                    for row in conn.execute(f"SELECT * FROM {t}") for v in row)
+    conn.close()
+    assert not [f.id for f in FAMILIES if f.id in text]
+    assert "generator" not in text and "seed=" not in text
 
 
 def test_without_noise_every_span_is_the_true_procedure(tmp_path):
