@@ -35,7 +35,6 @@ log = logging.getLogger(__name__)
 
 ImportFormat = Literal["taubench", "tau2", "gaia-db", "jsonl"]
 FORMATS: tuple[str, ...] = ("taubench", "tau2", "gaia-db", "jsonl")
-_SOURCE = {"taubench": "taubench", "tau2": "tau2", "gaia-db": "gaia-db", "jsonl": "jsonl"}
 #: How many session ids a report lists for a kind of problem (the counts are complete).
 LIST_LIMIT = 50
 
@@ -172,8 +171,8 @@ def import_corpus(fmt: ImportFormat | str, sources: Sequence[str | Path] | str |
             raise
         finally:
             report.flags = dict(sorted(flags.items()))
-            if fmt in ("taubench", "tau2"):
-                labels.renumber_attempts(_SOURCE[fmt])
+            if fmt in ("taubench", "tau2"):  # label source == format for these two
+                labels.renumber_attempts(fmt)
             labels.record_build("import", begun, now_iso(), {
                 "format": fmt, "skillsynth": __version__, "status": report.status,
                 "files": [{"name": f.name, "sha256": _sha256(f)} for f in files if f.is_file()],
