@@ -175,15 +175,14 @@ def test_synthesize_recall_a_new_paraphrase_then_not_after_disable(servers, tmp_
     # never saw -> not recalled once disabled. SmolLM2-135M answers deterministically here
     # (seed 0, temperature 0.1); a different llama.cpp build may word the skill differently,
     # so each stage asserts with a message that says where the chain broke.
-    from skillsynth.config import Thresholds
-    from skillsynth.recall import recall, skill_from_procedure
-    from skillsynth.skill import validate_skill
-    from skillsynth.synthesize import synthesize_skills
-
     import json
 
     from skillsynth.cli import main
+    from skillsynth.config import Thresholds
     from skillsynth.corpora import import_corpus
+    from skillsynth.recall import recall, skill_from_procedure
+    from skillsynth.skill import validate_skill
+    from skillsynth.synthesize import synthesize_skills
 
     goals = ["Find the invoice from Acme for March", "Locate the March invoice sent by Acme",
              "Get me Acme's invoice for March"]

@@ -29,7 +29,7 @@ from .records import BadRecord, SessionRecord
 from .tau2 import load_tasks, read_tau2
 from .taubench import read_taubench
 
-__all__ = ["FORMATS", "ImportFormat", "ImportReport", "import_corpus"]
+__all__ = ["FORMATS", "ImportFormat", "ImportReport", "import_corpus", "write_session"]
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +155,7 @@ def import_corpus(fmt: ImportFormat | str, sources: Sequence[str | Path] | str |
                 if rec.session_id in present:
                     report.already_present += 1
                     continue
-                _write(store, rec)
+                write_session(store, rec)
                 labels.add([rec.label])
                 present.add(rec.session_id)
                 report.sessions_imported += 1
@@ -183,7 +183,7 @@ def import_corpus(fmt: ImportFormat | str, sources: Sequence[str | Path] | str |
     return report
 
 
-def _write(store: MemoryStore, rec: SessionRecord) -> None:
+def write_session(store: MemoryStore, rec: SessionRecord) -> None:
     """One session in one transaction (calls first, then turns, as GAIA writes them)."""
     with store.transaction():
         for c in rec.calls:
