@@ -18,7 +18,7 @@ from typing import Any, Self
 
 from .errors import StoreError
 
-__all__ = ["CacheStats", "CallCache", "cache_key"]
+__all__ = ["CacheStats", "CallCache", "cache_key", "file_sha256"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS calls (
@@ -29,6 +29,15 @@ CREATE TABLE IF NOT EXISTS calls (
     created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
 )
 """
+
+
+def file_sha256(path: str | Path) -> str:
+    """The sha256 of a file's bytes, read in 1 MiB chunks (model files, corpus sources)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def cache_key(**parts: Any) -> str:

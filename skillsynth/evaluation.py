@@ -81,8 +81,8 @@ def build_history(corpus_db: str | Path, split: Split, history_db: str | Path) -
         raise SkillsynthError(f"{out} exists; a history store is built fresh for each run")
     n = 0
     with MemoryStore.init(out) as store:
-        for rec in read_gaia_db(corpus_db):
-            if isinstance(rec, BadRecord) or rec.session_id not in split.history:
+        for rec in read_gaia_db(corpus_db, sessions=split.history):
+            if isinstance(rec, BadRecord):  # not produced by this reader; typed for the union
                 continue
             write_session(store, rec)
             n += 1

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import hashlib
 import json
 import os
 import shutil
@@ -37,6 +36,7 @@ from typing import Any
 
 import httpx
 
+from .cache import file_sha256
 from .errors import LLMUnavailable, ModelNotFound, SkillsynthError
 from .llm import Endpoint, ModelConnection
 
@@ -158,14 +158,6 @@ def _embed_gguf(root: Path) -> Path:
     return root / "models" / f"{EMBED_MODEL_ID}.gguf"
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _convert_minilm(src: Path, dest: Path, home: Path, log: Log) -> None:
     work = home / "converter"
     venv = work / "venv"
@@ -247,7 +239,7 @@ def prepare_models(home: str | Path | None = None, *, log: Log = print) -> Prepa
         log(f"[3/3] embedding model: {embed} ({embed.stat().st_size / 1e6:.0f} MB, "
             f"id {EMBED_MODEL_ID})")
     prepared = PreparedModels(server, chat, embed)
-    manifest = prepared.describe() | {"embed_model_sha256": _sha256(embed)}
+    manifest = prepared.describe() | {"embed_model_sha256": file_sha256(embed)}
     (root / "models.json").write_text(json.dumps(manifest, indent=2) + "\n")
     log(f"ready; manifest {root / 'models.json'}")
     return prepared

@@ -34,6 +34,7 @@ __all__ = [
     "decode_embedding",
     "encode_embedding",
     "now_iso",
+    "serialize_args",
 ]
 
 CURRENT_VERSION = _schema.CURRENT_VERSION
@@ -42,6 +43,14 @@ CURRENT_VERSION = _schema.CURRENT_VERSION
 def now_iso() -> str:
     """Local time, ISO-8601 with offset and microseconds: GAIA's timestamp format."""
     return datetime.now().astimezone().isoformat(timespec="microseconds")
+
+
+def serialize_args(args: Any) -> str | None:
+    """GAIA's ``args`` text: a string as it is, anything else ``json.dumps(default=str)``,
+    an empty value NULL (before the 500-character truncation)."""
+    if args is None or isinstance(args, str):
+        return args or None
+    return json.dumps(args, default=str) if args else None
 
 
 def encode_embedding(vector: Any) -> bytes:
@@ -476,10 +485,7 @@ class MemoryStore:
         ``error`` are truncated to GAIA's 500 characters.
         """
         self._require_writable()
-        if args is None or isinstance(args, str):
-            args_text = args or None
-        else:
-            args_text = json.dumps(args, default=str) if args else None
+        args_text = serialize_args(args)
         with self.transaction():
             cur = self._conn.execute(
                 "INSERT INTO tool_history (session_id, tool_name, args, result_summary, "

@@ -10,7 +10,7 @@ given a guessed goal.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 from ..errors import StoreError
@@ -23,13 +23,19 @@ __all__ = ["read_gaia_db"]
 SOURCE = "gaia-db"
 
 
-def read_gaia_db(path: str | Path) -> Iterator[SessionRecord | BadRecord]:
-    """Sessions of a GAIA database, in order of their first tool call (read-only)."""
+def read_gaia_db(path: str | Path, *, sessions: Collection[str] | None = None
+                 ) -> Iterator[SessionRecord | BadRecord]:
+    """Sessions of a GAIA database, in order of their first tool call (read-only).
+
+    ``sessions``: read only these (the others' rows are never fetched).
+    """
     p = Path(path)
     if not p.exists():
         raise StoreError("no such database", path=str(p))
     with MemoryStore.open(p, read_only=True) as store:
         for sid in store.session_ids():
+            if sessions is not None and sid not in sessions:
+                continue
             calls = tuple(CallRecord(c.tool_name, c.args, c.result_summary, c.success,
                                      c.timestamp, error=c.error, duration_ms=c.duration_ms)
                           for c in store.tool_calls(sid))

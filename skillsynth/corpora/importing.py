@@ -9,19 +9,19 @@ counted, so an interrupted import can simply be run again.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from tqdm.auto import tqdm
 
 from .. import __version__
+from ..cache import file_sha256
 from ..errors import CorpusFormatError
-from ..store import MemoryStore, now_iso
+from ..store import MemoryStore, ToolCall, now_iso
 from .gaiadb import read_gaia_db
 from .jsonl import read_jsonl
 from .labels import LabelStore, labels_path_for
@@ -34,7 +34,7 @@ __all__ = ["FORMATS", "ImportFormat", "ImportReport", "import_corpus", "write_se
 log = logging.getLogger(__name__)
 
 ImportFormat = Literal["taubench", "tau2", "gaia-db", "jsonl"]
-FORMATS: tuple[str, ...] = ("taubench", "tau2", "gaia-db", "jsonl")
+FORMATS: tuple[str, ...] = get_args(ImportFormat)
 #: How many session ids a report lists for a kind of problem (the counts are complete).
 LIST_LIMIT = 50
 
@@ -79,14 +79,6 @@ def _expand(fmt: str, sources: Sequence[str | Path]) -> list[Path]:
         else:
             files.append(p)
     return files
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _records(fmt: str, files: list[Path], tasks: Path | None, offset: int
@@ -175,9 +167,9 @@ def import_corpus(fmt: ImportFormat | str, sources: Sequence[str | Path] | str |
                 labels.renumber_attempts(fmt)
             labels.record_build("import", begun, now_iso(), {
                 "format": fmt, "skillsynth": __version__, "status": report.status,
-                "files": [{"name": f.name, "sha256": _sha256(f)} for f in files if f.is_file()],
+                "files": [{"name": f.name, "sha256": file_sha256(f)} for f in files if f.is_file()],
                 "tasks": None if tasks is None else {"name": Path(tasks).name,
-                                                     "sha256": _sha256(Path(tasks))},
+                                                     "sha256": file_sha256(tasks)},
                 "counts": {k: v for k, v in report.as_dict().items()
                            if isinstance(v, int)}})
     return report
@@ -186,10 +178,9 @@ def import_corpus(fmt: ImportFormat | str, sources: Sequence[str | Path] | str |
 def write_session(store: MemoryStore, rec: SessionRecord) -> None:
     """One session in one transaction (calls first, then turns, as GAIA writes them)."""
     with store.transaction():
-        for c in rec.calls:
-            store.log_tool_call(rec.session_id, c.tool_name, c.args, c.result, c.success,
-                                error=c.error, duration_ms=c.duration_ms,
-                                timestamp=c.timestamp)
+        store.add_tool_calls(ToolCall(rec.session_id, c.tool_name, c.args, c.result, c.success,
+                                      c.timestamp, error=c.error, duration_ms=c.duration_ms)
+                             for c in rec.calls)
         for t in rec.turns:
             store.add_turn(rec.session_id, t.role, t.content, timestamp=t.timestamp)
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CorpusFormatError
+from ..store import serialize_args
 from .labels import SessionLabel
 
 __all__ = ["MAX_FIELD_CHARS", "BadRecord", "CallRecord", "SessionRecord", "SourceFile"]
@@ -192,20 +193,15 @@ class FieldError(Exception):
 
 
 def args_text(raw: Any) -> tuple[str | None, bool]:
-    """GAIA's ``args`` text for a call's arguments, and whether they were not JSON.
-
-    A mapping is serialised as GAIA does; a string is kept as it is (parsed only to
-    check it); an empty value is NULL.
-    """
-    if raw is None or raw == "" or raw == {}:
-        return None, False
-    if isinstance(raw, str):
+    """GAIA's ``args`` text for a call's arguments (:func:`serialize_args`), and whether
+    they were a string that is not JSON."""
+    text = serialize_args(raw)
+    if isinstance(raw, str) and text is not None:
         try:
-            json.loads(raw)
+            json.loads(text)
         except json.JSONDecodeError:
-            return raw, True
-        return raw, False
-    return json.dumps(raw, default=str), False
+            return text, True
+    return text, False
 
 
 def iso(ts: str, path: str) -> str:
