@@ -323,30 +323,14 @@ def _corpus_export(args: argparse.Namespace) -> int:
 @contextlib.contextmanager
 def _clients(args: argparse.Namespace) -> Iterator[tuple[Any, Any]]:
     """The chat client and embedder of the chosen backend (never a fallback)."""
-    from .cache import CallCache
-    from .embed import Embedder
-    from .llm import LEMONADE_EMBED_MODEL, ChatClient, Endpoint
-    from .serve import locate_models, models_home, serve_local
+    from .backend import BackendSpec, open_clients
+    from .serve import models_home
 
-    cache = None if args.no_cache else CallCache(args.cache or models_home() / "cache.db")
-    try:
-        if args.backend == "lemonade":
-            chat_ep = Endpoint.lemonade(args.model or "Gemma-4-E4B-it-GGUF",
-                                        timeout_s=args.timeout)
-            embed_ep = Endpoint.lemonade(args.embed_model or LEMONADE_EMBED_MODEL,
-                                         timeout_s=args.timeout)
-            with ChatClient(chat_ep, cache=cache) as chat, \
-                    Embedder(embed_ep, cache=cache) as emb:
-                yield chat, emb
-        else:
-            with serve_local(locate_models()) as servers:
-                assert servers.chat is not None and servers.embed is not None
-                with ChatClient(servers.chat, cache=cache) as chat, \
-                        Embedder(servers.embed, cache=cache) as emb:
-                    yield chat, emb
-    finally:
-        if cache is not None:
-            cache.close()
+    cache = None if args.no_cache else str(args.cache or models_home() / "cache.db")
+    spec = BackendSpec(args.backend, chat_model=args.model, embed_model=args.embed_model,
+                       cache=cache, timeout_s=args.timeout)
+    with open_clients(spec) as clients:
+        yield clients
 
 
 def _synthesize(args: argparse.Namespace) -> int:
@@ -427,6 +411,58 @@ def _procedures(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------- parser
+# ---------------------------------------------------------------------- evaluation
+def _eval_point(args: argparse.Namespace) -> int:
+    from .evaluation import EvalConfig, run_point
+
+    th = load_thresholds(args.config, overrides=_parse_sets(args.set))
+    cfg = EvalConfig(args.corpus, strategy=args.strategy, thresholds=th, k=args.k,
+                     mode=args.mode, seed=args.seed, labels=args.labels)
+    with _clients(args) as (chat, emb):
+        res = run_point(cfg, chat, emb, args.out, progress=True)
+    if args.json:
+        _print_json({k: v.as_dict() for k, v in res.kpis.items()})
+    else:
+        for k in res.kpis.values():
+            print(k)
+    print(f"point written to {res.out_dir}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from .evaluation.sweep import run_sweep
+
+    rep = run_sweep(args.spec, results_root=args.results, workers=args.workers,
+                    cache=args.cache)
+    print(f"sweep {rep.run_dir}: {rep.points} point(s): ran {len(rep.ran)}, already done "
+          f"{len(rep.skipped)}, failed {len(rep.failed)}; {rep.wall_s:.1f} s; "
+          f"LLM calls {rep.llm_calls}, cache hits {rep.cache_hits}")
+    for pid, why in rep.failed.items():
+        print(f"  failed {pid}: {why.splitlines()[0]}", file=sys.stderr)
+    return EXIT_FAIL if rep.failed else EXIT_OK
+
+
+def _report(args: argparse.Namespace) -> int:
+    from .evaluation.report import render_report
+
+    html = render_report(args.run, baseline=args.baseline, out_html=args.out)
+    print(f"report: {html}")
+    print(f"plots:  {Path(args.run) / 'plots'}")
+    return EXIT_OK
+
+
+def _gate(args: argparse.Namespace) -> int:
+    from .evaluation.report import gate
+
+    checks = gate(args.run, args.baseline)
+    bad = [c for c in checks if not c.ok]
+    for c in (checks if args.verbose else bad):
+        v = "n/a" if c.value is None else f"{c.value:.3f}"
+        print(f"{'ok  ' if c.ok else 'FAIL'} {c.point} {c.check}: {v} (needs {c.required})")
+    print(f"gate: {len(checks) - len(bad)} of {len(checks)} check(s) passed")
+    return EXIT_FAIL if bad else EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser; every command and option carries help text."""
     parser = argparse.ArgumentParser(
@@ -540,7 +576,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command(sub, "synthesize", "run one synthesis pass over a memory.db", _synthesize)
     p.add_argument("db", help="the memory.db (written: procedures and meta.embedder_id)")
-    p.add_argument("--method", choices=("agglomerative", "hdbscan", "gaia-greedy"),
+    p.add_argument("--method", choices=("agglomerative", "hdbscan", "gaia-greedy", "per-session"),
                    default="agglomerative", help="goal clustering method")
     p.add_argument("--rate", choices=("calls", "session"), default="calls",
                    help="success rate per tool call (GAIA) or per session")
@@ -610,6 +646,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("db", help="the corpus memory.db (read-only)")
     p.add_argument("out", help="the .jsonl file to write")
     p.add_argument("--labels", help="the labels file (default <db>.labels.sqlite)")
+
+    p = command(sub, "eval", "run the 4th-attempt protocol once on a corpus (one point)",
+                _eval_point)
+    p.add_argument("corpus", help="the corpus memory.db (labels beside it)")
+    p.add_argument("out", help="the point's folder (written)")
+    p.add_argument("--strategy", default="skillsynth",
+                   choices=("skillsynth", "gaia-greedy", "cortexprism", "pheron", "none"),
+                   help="the procedural-memory design under test")
+    p.add_argument("--k", type=int, default=3, help="history attempts per task (probe: k+1)")
+    p.add_argument("--mode", choices=("yaml", "json"), default="json",
+                   help="distillation mode")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.add_argument("--labels", help="the labels file (default <corpus>.labels.sqlite)")
+    model_options(p)
+    p = command(sub, "sweep", "run a sweep spec through papermill (resumable)", _sweep)
+    p.add_argument("spec", help="a sweep spec, e.g. eval/sweeps/synthetic-3x3x3.yaml")
+    p.add_argument("--results", default="eval/results", help="where <name>/ is written")
+    p.add_argument("--workers", type=int, default=None,
+                   help="points at once (default: the spec's workers)")
+    p.add_argument("--cache", default=None,
+                   help="call cache file (default <models home>/cache.db)")
+    p = command(sub, "report", "render a sweep run's KPI report to HTML and PNGs", _report)
+    p.add_argument("run", help="the run folder, e.g. eval/results/main")
+    p.add_argument("--baseline", help="an eval/baselines/*.json to compare with")
+    p.add_argument("--out", help="the HTML file (default <run>/report.html)")
+    p = command(sub, "gate", "fail on validity < 100%%, a misbehaving floor or a KPI "
+                "regression", _gate)
+    p.add_argument("run", help="the run folder")
+    p.add_argument("--baseline", help="an eval/baselines/*.json with tolerances")
+    p.add_argument("--verbose", action="store_true", help="print passing checks too")
 
     p = command(sub, "demo", "build a small demo memory.db and skill files (no model calls)",
                 _demo)

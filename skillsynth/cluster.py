@@ -11,6 +11,8 @@ Three methods over the same unit-length goal embeddings:
 * ``hdbscan``: density clustering on the same vectors (noise points become singletons).
 * ``gaia-greedy``: GAIA's shipped seed clustering, the peer to beat: sessions sorted by
   normalised goal text, each joins the first seed with cosine >= tau or becomes a seed.
+* ``per-session``: no clustering; every session is its own cluster (the CortexPrism peer,
+  which extracts a skill from each session and deduplicates afterwards). No embedding.
 
 Qualification: at least ``min_occurrences`` sessions and a success rate of at least
 ``min_success_rate``. The rate is per *call* by default (GAIA's definition: successful /
@@ -42,9 +44,9 @@ __all__ = [
     "normalise_goal",
 ]
 
-Method = Literal["agglomerative", "hdbscan", "gaia-greedy"]
+Method = Literal["agglomerative", "hdbscan", "gaia-greedy", "per-session"]
 RateDefinition = Literal["calls", "session"]
-METHODS: tuple[Method, ...] = ("agglomerative", "hdbscan", "gaia-greedy")
+METHODS: tuple[Method, ...] = ("agglomerative", "hdbscan", "gaia-greedy", "per-session")
 
 
 
@@ -234,7 +236,7 @@ def cluster_by_goal(
         sequences: detected sequences with goals (``DetectReport.qualified``).
         embedder: embeds the goals; may be None when ``embeddings`` are given.
         config: ``similarity_tau``, ``min_occurrences``, ``min_success_rate``.
-        method: ``agglomerative``, ``hdbscan`` or ``gaia-greedy``.
+        method: ``agglomerative``, ``hdbscan``, ``gaia-greedy`` or ``per-session``.
         embeddings: precomputed unit-length goal vectors, one row per sequence.
         linkage: for ``agglomerative``.
         rate: ``"calls"`` (GAIA's per-call rate, the default) or ``"session"``.
@@ -252,6 +254,8 @@ def cluster_by_goal(
     seqs = list(sequences)
     if not seqs:
         return []
+    if method == "per-session":
+        return _qualify([[i] for i in range(len(seqs))], seqs, config, method, rate)
     if embeddings is None:
         if embedder is None:
             raise SkillsynthError("cluster_by_goal needs an embedder or embeddings=")
@@ -264,6 +268,11 @@ def cluster_by_goal(
         groups = _hdbscan(v, config.min_occurrences)
     else:
         groups = _gaia_greedy(v, [s.goal or "" for s in seqs], tau)
+    return _qualify(groups, seqs, config, method, rate)
+
+
+def _qualify(groups: list[list[int]], seqs: Sequence[SessionSequence], config: Thresholds,
+             method: str, rate: RateDefinition) -> list[Cluster]:
     clusters = []
     for g in groups:
         members = tuple(seqs[i] for i in sorted(g))

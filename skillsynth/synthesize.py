@@ -113,18 +113,18 @@ def synthesize_skills(
         return PassReport("dry-run", **base, skipped=tuple(over),
                           details={"would_distill": [c.session_ids for c in todo]})
     calls_before = getattr(llm, "calls", 0)
-    hits_before = llm.cache.stats().hits if getattr(llm, "cache", None) else 0
     try:
         if todo and hasattr(llm, "conn"):
             llm.conn.ensure_model()  # probe before writing anything
         skipped = list(over)
-        added = updated = noop = distilled = 0
+        added = updated = noop = distilled = hits = 0
         ids: list[str] = []
         with store.transaction():
             for c in todo:
                 label = ",".join(c.session_ids[:3]) + ("…" if c.size > 3 else "")
                 try:
                     d = distill(c, llm, config, mode)
+                    hits += int(d.cached)
                 except MalformedSkill as exc:
                     log.warning("cluster [%s]: malformed model output skipped: %s", label, exc)
                     skipped.append((label, f"malformed: {exc}"))
@@ -149,7 +149,6 @@ def synthesize_skills(
                           llm_calls=getattr(llm, "calls", 0) - calls_before)
     if watermark is not None:
         watermark.write(store.path, detected.watermark_after)
-    hits = (llm.cache.stats().hits - hits_before) if getattr(llm, "cache", None) else 0
     return PassReport("ran", **base, distilled=distilled, added=added, updated=updated,
                       noop=noop, skipped=tuple(skipped),
                       llm_calls=getattr(llm, "calls", 0) - calls_before, cache_hits=hits,

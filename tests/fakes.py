@@ -93,3 +93,73 @@ class FakeServer:
     def __exit__(self, *exc: object) -> None:
         self._httpd.shutdown()
         self._httpd.server_close()
+
+
+# --------------------------------------------------------------------------- pipeline fakes
+import hashlib  # noqa: E402
+import re  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+#: Keyword rules of the FAKE family embedder, checked in order (first match wins).
+_FAMILY_WORDS = (
+    ("compare", r"report.*(compare|changed|diff|differ)|(compare|changed|diff|differ).*report"),
+    ("summary", r"report"),
+    ("invoice", r"invoice"),
+    ("mail", r"e?mail|write back|message"),
+    ("jira", r"ticket|jira|bug"),
+    ("tests", r"test"),
+    ("notes", r"note"),
+    ("index", r"index|folder|ingest|searchable|knowledge"),
+)
+
+
+class FakeFamilyEmbedder:
+    """FAKE embedder: one direction per synthetic family keyword, plus a small hash jitter.
+
+    Texts of the same synthetic family embed at cosine ~0.99, other families at ~0.
+    """
+
+    embedder_id = "fake-family:10"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def embed(self, texts, *, kind="document", progress=False):
+        self.calls += 1
+        out = []
+        for t in texts:
+            v = np.zeros(len(_FAMILY_WORDS) + 2, dtype=np.float32)
+            low = t.lower()
+            hit = next((i for i, (_, rx) in enumerate(_FAMILY_WORDS) if re.search(rx, low)),
+                       len(_FAMILY_WORDS))
+            v[hit] = 1.0
+            v[-1] = int(hashlib.sha256(t.encode()).hexdigest()[:4], 16) / 65535 * 0.1
+            out.append(v / np.linalg.norm(v))
+        return np.vstack(out)
+
+
+@dataclass
+class FakeAnswer:
+    content: str
+    cached: bool = False
+
+
+class FakeDistiller:
+    """FAKE chat client for json-mode distillation: echoes the cluster's goal and tools."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def chat(self, messages, **kw):
+        self.calls += 1
+        user = messages[-1]["content"]
+        goal = re.search(r"representative run: (.*)", user).group(1).strip()
+        tools = re.search(r"Tools available to name: (.*)\.", user).group(1).split(", ")
+        words = re.findall(r"[a-z0-9]+", goal.lower())[:4]
+        return FakeAnswer(json.dumps({
+            "name": "-".join(words) or "procedure",
+            "when_to_use": f"The user wants this: {goal}",
+            "tools_required": tools, "steps": [f"Call {t}" for t in tools],
+            "edge_cases": ["If a call fails, retry it once"], "skip": False}))

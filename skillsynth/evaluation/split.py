@@ -13,12 +13,12 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from .corpora.gaiadb import read_gaia_db
-from .corpora.importing import write_session
-from .corpora.labels import LabelStore, SessionLabel, labels_path_for
-from .corpora.records import BadRecord
-from .errors import SkillsynthError
-from .store import MemoryStore
+from ..corpora.gaiadb import read_gaia_db
+from ..corpora.importing import write_session
+from ..corpora.labels import LabelStore, SessionLabel, labels_path_for
+from ..corpora.records import BadRecord
+from ..errors import SkillsynthError
+from ..store import MemoryStore
 
 __all__ = ["Split", "build_history", "load_split", "split_attempts"]
 

@@ -1,0 +1,35 @@
+"""Evaluation: the 4th-attempt protocol, the replay estimate, KPIs, sweeps and reports.
+
+* :mod:`.split`: which sessions are history and which are probes;
+* :mod:`.replay`: the replay estimate of tool steps (rule ``replay-v1``, see METHODS.md);
+* :mod:`.metrics`: the per-probe results row and KPIs with bootstrap intervals;
+* :mod:`.protocol`: one evaluation point (split, synthesize, recall, score, write);
+* :mod:`.sweep`: a grid of points through papermill, resumable and parallel;
+* :mod:`.report`: tables and plots over a sweep's results, and the baseline gate.
+"""
+
+from __future__ import annotations
+
+from .metrics import KPI, ProbeResult, ProcedureCheck, bootstrap_interval, point_kpis
+from .protocol import EvalConfig, PointResult, check_floors, run_point
+from .replay import RULE, StepEstimate, estimate_steps
+from .split import Split, build_history, load_split, split_attempts
+
+__all__ = [
+    "KPI",
+    "RULE",
+    "EvalConfig",
+    "PointResult",
+    "ProbeResult",
+    "ProcedureCheck",
+    "Split",
+    "StepEstimate",
+    "bootstrap_interval",
+    "build_history",
+    "check_floors",
+    "estimate_steps",
+    "load_split",
+    "point_kpis",
+    "run_point",
+    "split_attempts",
+]

@@ -1,0 +1,254 @@
+"""KPIs of one evaluation point, each with n and a seeded 95% bootstrap interval.
+
+Intervals are percentile intervals of a cluster bootstrap: probes are resampled by task
+family (all probes of a family together), so families with several probes do not count as
+independent evidence. Paired quantities (steps with and without memory) are differenced
+per probe before resampling. A KPI that is a count (LLM calls) has no interval; a KPI
+built on the replay rule has ``estimate=True`` and says so wherever it is printed.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal, TypeVar
+
+import numpy as np
+
+from ..skill import PROFILES
+
+__all__ = [
+    "KPI",
+    "N_BOOT",
+    "ProbeResult",
+    "ProcedureCheck",
+    "bootstrap_interval",
+    "point_kpis",
+]
+
+T = TypeVar("T")
+#: Bootstrap resamples per interval.
+N_BOOT = 2000
+Arm = Literal["no-memory", "memory"]
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """One row of the per-probe results table: one probe under one arm.
+
+    Attributes:
+        strategy: the design under test (the ``no-memory`` arm repeats it for pairing).
+        arm: ``no-memory`` (nothing recalled) or ``memory`` (the strategy's recall).
+        probe_session: the held-out session.
+        family: the probe's task family (a label: used for scoring only).
+        goal: the probe's first user turn (what recall was asked).
+        recalled_ids, recalled_scores: what recall returned, best first.
+        recalled_right: how many of them came from the probe's family.
+        family_has_procedure: an active procedure of the probe's family was in the store.
+        steps_recorded: the probe's recorded tool calls.
+        steps: the arm's tool steps under ``steps_method``.
+        steps_method: ``recorded``, ``replay-v1`` (an estimate) or ``live``.
+        success: the arm's outcome (recorded label for replay arms; judged for live).
+        prompt_chars: characters of the injected procedures block.
+        tokens: model tokens the arm used (live agent only).
+        llm_calls, cache_hits: model calls the arm made and cache hits among them.
+        wall_s: seconds the arm took.
+    """
+
+    strategy: str
+    arm: Arm
+    probe_session: str
+    family: str
+    goal: str
+    recalled_ids: tuple[str, ...]
+    recalled_scores: tuple[float, ...]
+    recalled_right: int
+    family_has_procedure: bool
+    steps_recorded: int
+    steps: int
+    steps_method: str
+    success: bool | None
+    prompt_chars: int = 0
+    tokens: int | None = None
+    llm_calls: int = 0
+    cache_hits: int = 0
+    wall_s: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready (one line of ``results.jsonl``)."""
+        d = asdict(self)
+        d["recalled_ids"] = list(self.recalled_ids)
+        d["recalled_scores"] = list(self.recalled_scores)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ProbeResult:
+        """Inverse of :meth:`as_dict` (extra keys, such as sweep parameters, are ignored)."""
+        names = cls.__dataclass_fields__
+        kw = {k: v for k, v in d.items() if k in names}
+        kw["recalled_ids"] = tuple(kw["recalled_ids"])
+        kw["recalled_scores"] = tuple(float(s) for s in kw["recalled_scores"])
+        return cls(**kw)
+
+
+@dataclass(frozen=True)
+class ProcedureCheck:
+    """What was checked about one synthesized procedure.
+
+    Attributes:
+        id, name: the procedure.
+        families: the task families of its provenance sessions (most common first).
+        valid: profile -> the exported SKILL.md re-read cleanly by that profile's parser.
+        errors: profile -> what the parser said (empty when valid).
+        provenance_ok: every provenance session is a history session with tool calls.
+    """
+
+    id: str
+    name: str
+    families: tuple[str, ...]
+    valid: Mapping[str, bool]
+    errors: Mapping[str, str]
+    provenance_ok: bool
+
+
+@dataclass(frozen=True)
+class KPI:
+    """One figure with its sample size and 95% interval.
+
+    Attributes:
+        name: the KPI.
+        value: the point value (None when n is 0).
+        lo, hi: the bootstrap interval (None for counts and when n is 0).
+        n: what the value is computed over (``unit`` says of what).
+        unit: ``probes``, ``procedures``, ``recalled``, ``floors`` or ``calls``.
+        estimate: the value comes from the replay rule, not a measurement.
+    """
+
+    name: str
+    value: float | None
+    lo: float | None
+    hi: float | None
+    n: int
+    unit: str
+    estimate: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return asdict(self)
+
+    def __str__(self) -> str:
+        if self.value is None:
+            return f"{self.name}: n/a (n=0)"
+        ci = f" [{self.lo:.3f}, {self.hi:.3f}]" if self.lo is not None and self.hi is not None \
+            else ""
+        tag = " (estimate)" if self.estimate else ""
+        return f"{self.name}: {self.value:.3f}{ci} n={self.n} {self.unit}{tag}"
+
+
+def bootstrap_interval(units: Sequence[T], stat: Callable[[list[T]], float | None], *,
+                       clusters: Sequence[Hashable] | None = None, n_boot: int = N_BOOT,
+                       seed: int = 0, level: float = 0.95) -> tuple[float | None, float | None]:
+    """Percentile interval of ``stat`` under a (cluster) bootstrap of ``units``.
+
+    Args:
+        units: the sample (probes, procedures).
+        stat: the statistic; may return None for a resample where it is undefined
+            (e.g. precision with nothing recalled), which is dropped.
+        clusters: one key per unit; whole clusters are resampled (default: each unit alone).
+        n_boot: resamples.
+        seed: the generator seed (the same seed gives the same interval).
+        level: coverage.
+    """
+    if not units:
+        return None, None
+    keys = list(clusters) if clusters is not None else list(range(len(units)))
+    groups: dict[Hashable, list[T]] = defaultdict(list)
+    for u, k in zip(units, keys, strict=True):
+        groups[k].append(u)
+    members = list(groups.values())
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, len(members), size=(n_boot, len(members)))
+    values = []
+    for row in draws:
+        v = stat([u for i in row for u in members[i]])
+        if v is not None:
+            values.append(v)
+    if not values:
+        return None, None
+    a = (1.0 - level) / 2.0
+    lo, hi = np.quantile(np.asarray(values, dtype=np.float64), [a, 1.0 - a])
+    return float(lo), float(hi)
+
+
+def _mean(xs: list[float]) -> float | None:
+    return float(np.mean(xs)) if xs else None
+
+
+def _kpi(name: str, units: Sequence[T], stat: Callable[[list[T]], float | None], *,
+         unit: str, clusters: Sequence[Hashable] | None = None, n: int | None = None,
+         estimate: bool = False, seed: int, n_boot: int) -> KPI:
+    lo, hi = bootstrap_interval(units, stat, clusters=clusters, n_boot=n_boot, seed=seed)
+    return KPI(name, stat(list(units)), lo, hi, len(units) if n is None else n, unit, estimate)
+
+
+def _reduction(r: ProbeResult) -> float:
+    return (r.steps_recorded - r.steps) / r.steps_recorded
+
+
+def _valid_share(profile: str) -> Callable[[list[ProcedureCheck]], float | None]:
+    return lambda cs: _mean([float(c.valid.get(profile, False)) for c in cs])
+
+
+def point_kpis(rows: Sequence[ProbeResult], procedures: Sequence[ProcedureCheck],
+               floors: Mapping[str, bool | None], *, llm_calls: int = 0, cache_hits: int = 0,
+               seed: int = 0, n_boot: int = N_BOOT) -> dict[str, KPI]:
+    """Every KPI of one point from its ``memory``-arm rows and its synthesis checks.
+
+    ``floors`` maps each floor to True (behaved), False (misbehaved) or None (not
+    exercised at this point, e.g. nothing to distil).
+    """
+    mem = [r for r in rows if r.arm == "memory"]
+    fam = [r.family for r in mem]
+    with_steps = [r for r in mem if r.steps_recorded > 0]
+    # Replay points label every step KPI an estimate (also probes where nothing was recalled:
+    # the comparison is still against the rule); only live-agent steps are measurements.
+    est = any(r.steps_method != "live" for r in with_steps)
+    kw: dict[str, Any] = {"seed": seed, "n_boot": n_boot}
+
+    def share(pred: Callable[[ProbeResult], bool]) -> Callable[[list[ProbeResult]], float | None]:
+        return lambda rs: _mean([float(pred(r)) for r in rs])
+
+    def precision(rs: list[ProbeResult]) -> float | None:
+        n = sum(len(r.recalled_ids) for r in rs)
+        return sum(r.recalled_right for r in rs) / n if n else None
+
+    out = [
+        _kpi("synthesis_fired_rate", mem, share(lambda r: r.family_has_procedure),
+             unit="probes", clusters=fam, **kw),
+        _kpi("recall_hit_rate", mem, share(lambda r: r.recalled_right > 0), unit="probes",
+             clusters=fam, **kw),
+        _kpi("recall_precision", mem, precision, unit="recalled", clusters=fam,
+             n=sum(len(r.recalled_ids) for r in mem), **kw),
+        _kpi("step_reduction", with_steps, lambda rs: _mean([_reduction(r) for r in rs]),
+             unit="probes", clusters=[r.family for r in with_steps], estimate=est, **kw),
+        _kpi("steps_saved", with_steps,
+             lambda rs: _mean([float(r.steps_recorded - r.steps) for r in rs]),
+             unit="probes", clusters=[r.family for r in with_steps], estimate=est, **kw),
+        _kpi("share_made_worse", with_steps, share(lambda r: r.steps > r.steps_recorded),
+             unit="probes", clusters=[r.family for r in with_steps], estimate=est, **kw),
+    ]
+    for profile in PROFILES:
+        out.append(_kpi(f"validity_{profile}", procedures, _valid_share(profile),
+                        unit="procedures", **kw))
+    out.append(_kpi("provenance_integrity", procedures,
+                    lambda cs: _mean([float(c.provenance_ok) for c in cs]),
+                    unit="procedures", **kw))
+    exercised = [ok for ok in floors.values() if ok is not None]
+    out.append(_kpi("floors_behaved", exercised, lambda xs: _mean([float(x) for x in xs]),
+                    unit="floors", **kw))
+    out.append(KPI("llm_calls", float(llm_calls), None, None, llm_calls + cache_hits, "calls"))
+    lookups = llm_calls + cache_hits
+    out.append(KPI("cache_hit_rate", cache_hits / lookups if lookups else None, None, None,
+                   lookups, "calls"))
+    return {k.name: k for k in out}

@@ -1,0 +1,432 @@
+"""Reports over a sweep run: tables, PNG plots, the HTML report and the baseline gate.
+
+Everything here reads the run folder :func:`~skillsynth.evaluation.sweep.run_sweep` wrote;
+nothing calls a model. The report notebook (``notebooks/report.ipynb``) is a sequence of
+calls to these functions; :func:`render_report` executes it and writes HTML.
+
+A baseline (``eval/baselines/NAME.json``) is committed KPI values with tolerances::
+
+    {"description": "...",
+     "entries": [{"match": {"strategy": "skillsynth", "similarity_tau": 0.8},
+                  "kpis": {"recall_hit_rate": {"value": 0.5, "tolerance": 0.2,
+                                               "better": "higher"}}}]}
+
+Each entry applies to every point whose parameters include ``match``. :func:`gate` fails a
+run when format validity is below 100%, a floor misbehaved, or a KPI is worse than its
+baseline by more than the tolerance.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import ConfigError, SkillsynthError
+from ..skill import PROFILES
+
+__all__ = [
+    "GateCheck",
+    "Run",
+    "baseline_table",
+    "describe_run",
+    "gate",
+    "kpi_table",
+    "load_run",
+    "peer_table",
+    "plot_body_chars",
+    "plot_heatmaps",
+    "plot_similarity",
+    "render_report",
+    "similarity_table",
+    "validity_table",
+    "write_baseline",
+]
+
+PARAMS = ("similarity_tau", "min_occurrences", "max_recall_body_chars")
+_SHOWN = ("synthesis_fired_rate", "recall_hit_rate", "recall_precision", "step_reduction",
+          "share_made_worse", "validity_gaia691", "validity_agentskills",
+          "provenance_integrity", "floors_behaved", "llm_calls", "cache_hit_rate")
+
+
+@dataclass(frozen=True)
+class Run:
+    """A loaded sweep run.
+
+    Attributes:
+        path: the run folder.
+        summary: its ``summary.json``.
+        points: one row per finished point: strategy, parameters, ``<kpi>``, ``<kpi>_lo``,
+            ``<kpi>_hi``, ``<kpi>_n`` and ``<kpi>_estimate`` columns.
+        rows: the per-probe results of every point (``results.jsonl``).
+        similarity: same- and different-family goal similarities (may be empty).
+    """
+
+    path: Path
+    summary: dict[str, Any]
+    points: pd.DataFrame
+    rows: pd.DataFrame
+    similarity: dict[str, Any]
+
+
+def load_run(run_dir: str | Path) -> Run:
+    """Read a sweep's results folder.
+
+    Raises:
+        SkillsynthError: the folder has no ``summary.json`` (the sweep never finished once).
+    """
+    p = Path(run_dir)
+    if not (p / "summary.json").exists():
+        raise SkillsynthError(f"{p} has no summary.json; run `skillsynth sweep` first")
+    summary = json.loads((p / "summary.json").read_text(encoding="utf-8"))
+    recs = []
+    for pt in summary["points"]:
+        rec: dict[str, Any] = {"point": pt["id"], "strategy": pt["strategy"],
+                               **{k: pt["params"][k] for k in PARAMS},
+                               "wall_s": pt["wall_s"], "probes": pt["split"]["probes"]}
+        for name, k in pt["kpis"].items():
+            rec[name], rec[f"{name}_lo"], rec[f"{name}_hi"] = k["value"], k["lo"], k["hi"]
+            rec[f"{name}_n"], rec[f"{name}_estimate"] = k["n"], k["estimate"]
+        rec["floors_failed"] = ",".join(f for f, ok in pt["floors"].items() if ok is False)
+        recs.append(rec)
+    points = pd.DataFrame(recs)
+    rows_file = p / "results.jsonl"
+    rows = pd.read_json(rows_file, lines=True) if rows_file.exists() and \
+        rows_file.stat().st_size else pd.DataFrame()
+    sim_file = p / "similarity.json"
+    sim = json.loads(sim_file.read_text(encoding="utf-8")) if sim_file.exists() else {}
+    return Run(p, summary, points, rows, sim)
+
+
+def _fmt(value: Any, lo: Any, hi: Any, n: Any, estimate: Any = False) -> str:
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return f"n/a (n={0 if pd.isna(n) else int(n)})"
+    ci = "" if lo is None or (isinstance(lo, float) and np.isnan(lo)) else \
+        f" [{lo:.2f}, {hi:.2f}]"
+    return f"{value:.2f}{ci} n={int(n)}{' est.' if estimate else ''}"
+
+
+def describe_run(run: Run) -> str:
+    """A Markdown paragraph: what was run, on what, with which models."""
+    s = run.summary
+    first = s["points"][0] if s["points"] else {}
+    corpus = first.get("corpus", {})
+    versions = first.get("versions", {})
+    split = first.get("split", {})
+    failed = s.get("failed") or {}
+    return (f"**Run** `{s['name']}`: {s['finished']} of {s['n_points']} point(s) finished"
+            f"{f', {len(failed)} failed' if failed else ''}.  \n"
+            f"**Corpus** `{corpus.get('path')}` (sha256 `{str(corpus.get('sha256'))[:12]}`): "
+            f"{split.get('history')} history sessions, {split.get('probes')} probes "
+            f"(attempt {split.get('k', 3) + 1} of each task).  \n"
+            f"**Models**: chat `{versions.get('chat_model')}`, embedder "
+            f"`{versions.get('embedder')}`; distill prompt `{versions.get('distill_prompt')}`, "
+            f"replay rule `{versions.get('replay_rule')}`, skillsynth "
+            f"{versions.get('skillsynth')}.  \n"
+            "Intervals: 95% cluster bootstrap over task families. *est.* marks replay "
+            "estimates (METHODS.md).")
+
+
+def kpi_table(run: Run) -> pd.DataFrame:
+    """Every point with its KPIs as ``value [lo, hi] n`` strings."""
+    df = run.points
+    out = df[["strategy", *PARAMS]].copy()
+    for k in _SHOWN:
+        if k in df:
+            out[k] = [_fmt(df[k][i], df[f"{k}_lo"][i], df[f"{k}_hi"][i], df[f"{k}_n"][i],
+                           df[f"{k}_estimate"][i]) for i in df.index]
+    return out.set_index(["strategy", *PARAMS]).sort_index()
+
+
+def peer_table(run: Run) -> pd.DataFrame:
+    """Strategies side by side at the parameter settings more than one strategy ran."""
+    df = run.points
+    shared = df.groupby(list(PARAMS))["strategy"].transform("nunique") > 1
+    sub = df[shared] if shared.any() else df
+    return kpi_table(Run(run.path, run.summary, sub.reset_index(drop=True), run.rows,
+                         run.similarity))
+
+
+def _pivot_points(df: pd.DataFrame) -> pd.DataFrame:
+    """Points at the most common max_recall_body_chars (heatmaps vary tau and occ only)."""
+    if df.empty:
+        return df
+    body = df["max_recall_body_chars"].mode().iloc[0]
+    return df[df["max_recall_body_chars"] == body]
+
+
+def plot_heatmaps(run: Run, out_dir: str | Path) -> list[Path]:
+    """Step reduction, recall precision and hit rate over tau x min_occurrences (PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for strategy, df in run.points.groupby("strategy"):
+        df = _pivot_points(df)
+        if df["similarity_tau"].nunique() < 2 and df["min_occurrences"].nunique() < 2:
+            continue
+        fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+        for ax, kpi in zip(axes, ("step_reduction", "recall_precision", "recall_hit_rate"),
+                           strict=True):
+            grid = df.pivot_table(index="min_occurrences", columns="similarity_tau",
+                                  values=kpi, aggfunc="mean")
+            ns = df.pivot_table(index="min_occurrences", columns="similarity_tau",
+                                values=f"{kpi}_n", aggfunc="mean")
+            im = ax.imshow(grid.to_numpy(dtype=float), cmap="viridis", aspect="auto",
+                           vmin=-0.2 if kpi == "step_reduction" else 0.0, vmax=1.0)
+            ax.set_xticks(range(grid.shape[1]), [f"{c:g}" for c in grid.columns])
+            ax.set_yticks(range(grid.shape[0]), [str(r) for r in grid.index])
+            ax.set_xlabel("similarity_tau")
+            ax.set_ylabel("min_occurrences")
+            est = " (estimate)" if kpi == "step_reduction" else ""
+            ax.set_title(f"{kpi}{est}")
+            for (i, j), v in np.ndenumerate(grid.to_numpy(dtype=float)):
+                n = ns.to_numpy()[i, j]
+                ax.text(j, i, "n/a" if np.isnan(v) else f"{v:.2f}\nn={int(n)}",
+                        ha="center", va="center", color="w", fontsize=8)
+            fig.colorbar(im, ax=ax, shrink=0.8)
+        fig.suptitle(f"{strategy}: KPIs over tau x min_occurrences "
+                     f"(max_recall_body_chars={int(df['max_recall_body_chars'].iloc[0])})")
+        fig.tight_layout()
+        path = out / f"heatmap-{strategy}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def plot_body_chars(run: Run, out_dir: str | Path) -> list[Path]:
+    """Injected prompt size and step reduction against max_recall_body_chars (PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    df, rows = run.points, run.rows
+    if df.empty or df["max_recall_body_chars"].nunique() < 2 or rows.empty:
+        return []
+    mem = rows[rows["arm"] == "memory"]
+    prompt = mem.groupby("point")["prompt_chars"].mean().rename("prompt_chars_mean")
+    df = df.join(prompt, on="point")
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    for (strategy, tau, occ), g in df.groupby(["strategy", "similarity_tau", "min_occurrences"]):
+        g = g.sort_values("max_recall_body_chars")
+        label = f"{strategy} tau={tau:g} occ={occ}"
+        a.plot(g["max_recall_body_chars"], g["prompt_chars_mean"], marker="o", label=label)
+        b.errorbar(g["max_recall_body_chars"], g["step_reduction"],
+                   yerr=[g["step_reduction"] - g["step_reduction_lo"],
+                         g["step_reduction_hi"] - g["step_reduction"]],
+                   marker="o", capsize=3, label=label)
+    a.set_xlabel("max_recall_body_chars")
+    a.set_ylabel("mean injected block (chars)")
+    a.set_title("prompt size")
+    b.set_xlabel("max_recall_body_chars")
+    b.set_ylabel("step reduction (replay estimate)")
+    b.set_title("step reduction, 95% CI")
+    b.legend(fontsize=6)
+    fig.tight_layout()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "body-chars.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [path]
+
+
+def plot_similarity(run: Run, out_dir: str | Path) -> list[Path]:
+    """Histogram of same- vs different-family goal cosines, swept taus marked (PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    same, diff = run.similarity.get("same", []), run.similarity.get("different", [])
+    if not same and not diff:
+        return []
+    fig, ax = plt.subplots(figsize=(8, 4))
+    bins = [float(b) for b in np.linspace(min(same + diff), 1.0, 50)]
+    ax.hist(diff, bins=bins, alpha=0.6, density=True, label=f"different family (n={len(diff)})")
+    ax.hist(same, bins=bins, alpha=0.6, density=True, label=f"same family (n={len(same)})")
+    for tau in sorted(set(run.points["similarity_tau"])) if not run.points.empty else []:
+        ax.axvline(tau, color="k", ls="--", lw=0.8)
+        ax.text(tau, ax.get_ylim()[1] * 0.95, f"tau={tau:g}", rotation=90, fontsize=7,
+                va="top")
+    ax.set_xlabel(f"goal cosine ({run.similarity.get('embedder')})")
+    ax.set_ylabel("density")
+    ax.legend()
+    fig.tight_layout()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "similarity.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [path]
+
+
+def similarity_table(run: Run) -> pd.DataFrame:
+    """Per swept tau: share of same-family pairs at or above it, and of different-family."""
+    same = np.asarray(run.similarity.get("same", []))
+    diff = np.asarray(run.similarity.get("different", []))
+    taus = sorted(set(run.points["similarity_tau"])) if not run.points.empty else []
+    return pd.DataFrame([{"tau": t,
+                          "same_family_at_or_above": float((same >= t).mean()) if same.size
+                          else None, "n_same": int(same.size),
+                          "different_family_at_or_above": float((diff >= t).mean())
+                          if diff.size else None, "n_different": int(diff.size)}
+                         for t in taus]).set_index("tau") if taus else pd.DataFrame()
+
+
+def validity_table(run: Run) -> pd.DataFrame:
+    """Per point: validity under both profiles, provenance, floors behaved and failed."""
+    cols = [f"validity_{p}" for p in PROFILES] + ["provenance_integrity", "floors_behaved"]
+    df = run.points
+    out = df[["strategy", *PARAMS]].copy()
+    for k in cols:
+        out[k] = [_fmt(df[k][i], df[f"{k}_lo"][i], df[f"{k}_hi"][i], df[f"{k}_n"][i])
+                  for i in df.index]
+    out["floors_failed"] = df["floors_failed"]
+    return out.set_index(["strategy", *PARAMS]).sort_index()
+
+
+@dataclass(frozen=True)
+class GateCheck:
+    """One check of :func:`gate`."""
+
+    point: str
+    check: str
+    value: float | None
+    required: str
+    ok: bool
+
+
+def _load_baseline(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ConfigError("baseline file not found", source=str(p)) from exc
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"not valid JSON: {exc}", source=str(p)) from exc
+    entries = data.get("entries") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        raise ConfigError("a baseline has an 'entries' list", key="entries", source=str(p))
+    for i, e in enumerate(entries):
+        for key in ("match", "kpis"):
+            if not isinstance(e.get(key), dict):
+                raise ConfigError(f"entries[{i}].{key} must be an object",
+                                  key=f"entries[{i}].{key}", source=str(p))
+        for name, spec in e["kpis"].items():
+            if not isinstance(spec, dict) or "value" not in spec or "tolerance" not in spec \
+                    or spec.get("better", "higher") not in ("higher", "lower"):
+                raise ConfigError(f"entries[{i}].kpis.{name} needs value, tolerance and "
+                                  "better (higher|lower)", key=f"entries[{i}].kpis.{name}",
+                                  source=str(p))
+    return data
+
+
+def _matches(point: Mapping[str, Any], match: Mapping[str, Any]) -> bool:
+    have = {"strategy": point["strategy"], **point["params"]}
+    return all(have.get(k) == v for k, v in match.items())
+
+
+def gate(run_dir: str | Path, baseline: str | Path | None = None) -> list[GateCheck]:
+    """The CI gate's checks for a run (validity, floors, and the baseline's KPIs)."""
+    summary = json.loads((Path(run_dir) / "summary.json").read_text(encoding="utf-8"))
+    checks: list[GateCheck] = []
+    for pid, why in (summary.get("failed") or {}).items():
+        checks.append(GateCheck(pid, "point finished", None, why.splitlines()[0][:200], False))
+    base = _load_baseline(baseline) if baseline else {"entries": []}
+    for pt in summary["points"]:
+        k = pt["kpis"]
+        for prof in PROFILES:
+            v = k[f"validity_{prof}"]["value"]
+            checks.append(GateCheck(pt["id"], f"validity_{prof}", v, "= 1.0 (or no procedure)",
+                                    v is None or v == 1.0))
+        for floor, ok in pt["floors"].items():
+            checks.append(GateCheck(pt["id"], f"floor {floor}", None if ok is None else float(ok),
+                                    "behaves (or not exercised)", ok is not False))
+        for e in base["entries"]:
+            if not _matches(pt, e["match"]):
+                continue
+            for name, spec in e["kpis"].items():
+                if name not in k:
+                    raise ConfigError(f"baseline names unknown KPI {name!r}", key=name,
+                                      source=str(baseline))
+                v = k[name]["value"]
+                ref, tol = float(spec["value"]), float(spec["tolerance"])
+                higher = spec.get("better", "higher") == "higher"
+                ok = v is not None and (v >= ref - tol if higher else v <= ref + tol)
+                need = f">= {ref - tol:.3f}" if higher else f"<= {ref + tol:.3f}"
+                checks.append(GateCheck(pt["id"], name, v, f"{need} (baseline {ref:g} "
+                                        f"± {tol:g})", ok))
+    return checks
+
+
+def baseline_table(run: Run, baseline: str | Path) -> pd.DataFrame:
+    """:func:`gate`'s checks as a table (the report's baseline section)."""
+    return pd.DataFrame([c.__dict__ for c in gate(run.path, baseline)])
+
+
+def write_baseline(run_dir: str | Path, out: str | Path, *, kpis: Mapping[str, float],
+                   better: Mapping[str, str] | None = None, description: str = "",
+                   overwrite: bool = False) -> Path:
+    """Commit a run's current KPI values as a baseline, one entry per point.
+
+    Args:
+        kpis: KPI name -> tolerance.
+        better: KPI name -> ``higher`` or ``lower`` (default higher).
+    """
+    o = Path(out)
+    if o.exists() and not overwrite:
+        raise SkillsynthError(f"{o} exists; pass overwrite to replace a committed baseline")
+    summary = json.loads((Path(run_dir) / "summary.json").read_text(encoding="utf-8"))
+    entries = []
+    for pt in summary["points"]:
+        vals = {name: {"value": pt["kpis"][name]["value"], "tolerance": tol,
+                       "better": (better or {}).get(name, "higher"),
+                       "n": pt["kpis"][name]["n"]}
+                for name, tol in kpis.items() if pt["kpis"][name]["value"] is not None}
+        entries.append({"match": {"strategy": pt["strategy"],
+                                  **{p: pt["params"][p] for p in PARAMS}}, "kpis": vals})
+    o.parent.mkdir(parents=True, exist_ok=True)
+    o.write_text(json.dumps({"description": description, "run": summary["name"],
+                             "entries": entries}, indent=2) + "\n", encoding="utf-8")
+    return o
+
+
+def render_report(run_dir: str | Path, *, baseline: str | Path | None = None,
+                  out_html: str | Path | None = None) -> Path:
+    """Execute the report notebook over a run and write it as HTML (code cells hidden).
+
+    Returns the HTML file (default ``<run_dir>/report.html``); PNGs go to
+    ``<run_dir>/plots/`` and the executed notebook to ``<run_dir>/report.ipynb``.
+    """
+    import nbformat
+    import papermill
+    from nbconvert import HTMLExporter
+
+    from .sweep import find_notebook
+
+    run_dir = Path(run_dir).resolve()
+    load_run(run_dir)  # fail here, with the message, rather than inside the kernel
+    executed = run_dir / "report.ipynb"
+    papermill.execute_notebook(str(find_notebook("report.ipynb")), str(executed),
+                               parameters={"run_dir": str(run_dir),
+                                           "baseline": str(Path(baseline).resolve())
+                                           if baseline else "",
+                                           "plots_dir": str(run_dir / "plots")},
+                               progress_bar=False, kernel_name="python3")
+    exporter = HTMLExporter(exclude_input=True)
+    body, _ = exporter.from_notebook_node(nbformat.read(str(executed), as_version=4))
+    html = Path(out_html) if out_html else run_dir / "report.html"
+    html.write_text(body, encoding="utf-8")
+    return html
