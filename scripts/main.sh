@@ -1,31 +1,18 @@
 #!/usr/bin/env bash
-# Set up skillsynth on a fresh machine and run the main job on a shipped corpus with the
-# embedded default models: import the real tau-bench airline trajectories, show what the corpus
-# holds, run one synthesis pass (detect, cluster, distill, reconcile), list the procedures and
-# export them as SKILL.md files. It grows into the end-to-end KPI run (4th-attempt protocol,
-# KPIs with intervals) with the evaluation issue. Output: eval/results/main/ (or $1).
+# Set up skillsynth on a fresh machine and run the main job: the end-to-end KPI run on the
+# shipped tau-bench airline corpus with the embedded default models. It prepares the models,
+# runs the sweep eval/sweeps/main.yaml through papermill (import the corpus, then per point:
+# the 4th-attempt split, a synthesis pass on the history, recall for every probe, the replay
+# estimate, KPIs with bootstrap intervals, floors, SKILL.md round trips), writes the HTML KPI
+# report and prints where it is. Output: eval/results/main/ (or $1/main). Re-running resumes:
+# finished points are kept (remove the folder for a fresh run).
 set -euo pipefail
 . "$(dirname "$0")/_venv.sh" notebooks
-OUT="${1:-$ROOT/eval/results/main}"
-DB="$OUT/taubench-airline.db"
-mkdir -p "$OUT"
-rm -f "$DB" "$DB-wal" "$DB-shm" "$DB.labels.sqlite"   # this job's own files only
-rm -rf "$OUT/skills"
+RESULTS="${1:-$ROOT/eval/results}"
+cd "$ROOT"
 skillsynth models prepare
 skillsynth models status
-skillsynth corpus import --format taubench \
-  "$ROOT/datasets/taubench-airline-gpt4o/gpt-4o-airline.json.gz" "$DB"
-skillsynth corpus stats "$DB" | tee "$OUT/corpus-stats.txt"
-# tau 0.8: MiniLM's scale (GAIA's 0.82 is for its 768-d embedder); json mode bounds the
-# embedded 135M model's answers.
-skillsynth synthesize "$DB" --mode json --set similarity_tau=0.8 --json > "$OUT/pass-report.json"
-python -c 'import json,sys; r=json.load(open(sys.argv[1])); print({k: r[k] for k in ("status","sessions","clusters","qualified","distilled","added","updated","noop","llm_calls")})' "$OUT/pass-report.json"
-skillsynth procedures list "$DB" | tee "$OUT/procedures.txt"
-skillsynth procedures list "$DB" --json \
-  | python -c 'import json,sys; [print(p["id"]) for p in json.load(sys.stdin)]' \
-  | while read -r id; do skillsynth procedures export "$DB" "$id" --out "$OUT/skills/$id"; done
-for dir in "$OUT"/skills/*/*/; do   # each exported skill, re-read by both validators
-  skillsynth skill validate "$dir" --profile agentskills
-  skillsynth skill validate "$dir" --profile gaia691
-done
-echo "main job done: $OUT"
+skillsynth sweep eval/sweeps/main.yaml --results "$RESULTS"
+skillsynth report "$RESULTS/main"
+skillsynth gate "$RESULTS/main"   # validity and floors (no baseline for this corpus yet)
+echo "main job done: KPI report at $RESULTS/main/report.html (plots in $RESULTS/main/plots/)"

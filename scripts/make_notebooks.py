@@ -75,11 +75,17 @@ display(Markdown(report.describe_run(run)))"""),
     ("markdown", "## Peer strategies (same split, same models, same replay rule)"),
     ("code", """report.peer_table(run)"""),
     ("markdown", "## Heatmaps over tau x min_occurrences"),
-    ("code", """for png in report.plot_heatmaps(run, plots):
-    display(Image(filename=str(png)))"""),
+    ("code", """pngs = report.plot_heatmaps(run, plots)
+for png in pngs:
+    display(Image(filename=str(png)))
+if not pngs:
+    print("no heatmap: no strategy was run at two or more values of tau or min_occurrences")"""),
     ("markdown", "## max_recall_body_chars against prompt size and step reduction"),
-    ("code", """for png in report.plot_body_chars(run, plots):
-    display(Image(filename=str(png)))"""),
+    ("code", """pngs = report.plot_body_chars(run, plots)
+for png in pngs:
+    display(Image(filename=str(png)))
+if not pngs:
+    print("no chart: max_recall_body_chars took one value in this run")"""),
     ("markdown", """## Where tau should sit for this embedder
 
 Goal similarity of sessions of the same task family against different families. A good tau

@@ -463,6 +463,25 @@ def _gate(args: argparse.Namespace) -> int:
     return EXIT_FAIL if bad else EXIT_OK
 
 
+def _baseline(args: argparse.Namespace) -> int:
+    from .evaluation.report import write_baseline
+
+    tols: dict[str, float] = {}
+    better: dict[str, str] = {}
+    for item in args.kpi:
+        name, _, rest = item.partition("=")
+        tol, _, direction = rest.partition(":")
+        try:
+            tols[name] = float(tol)
+        except ValueError:
+            raise _UsageError(f"--kpi wants NAME=TOLERANCE[:higher|lower], got {item!r}") from None
+        better[name] = direction or "higher"
+    out = write_baseline(args.run, args.out, kpis=tols, better=better,
+                         description=args.description, overwrite=args.overwrite)
+    print(f"baseline written: {out}")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser; every command and option carries help text."""
     parser = argparse.ArgumentParser(
@@ -676,6 +695,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run", help="the run folder")
     p.add_argument("--baseline", help="an eval/baselines/*.json with tolerances")
     p.add_argument("--verbose", action="store_true", help="print passing checks too")
+    p = command(sub, "baseline", "commit a run's KPI values as a baseline with tolerances",
+                _baseline)
+    p.add_argument("run", help="the run folder")
+    p.add_argument("out", help="the baseline file, e.g. eval/baselines/ci.json")
+    p.add_argument("--kpi", action="append", default=[], required=True,
+                   metavar="NAME=TOL[:higher|lower]",
+                   help="a KPI to hold, its tolerance and which way is better (repeatable)")
+    p.add_argument("--description", default="", help="what the baseline is for")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing baseline")
 
     p = command(sub, "demo", "build a small demo memory.db and skill files (no model calls)",
                 _demo)

@@ -1,4 +1,5 @@
-"""FAKES for unit tests only: a scripted HTTP server on a real loopback socket.
+"""FAKES for unit tests only: a scripted HTTP server on a real loopback socket, and
+family-aware fake embedder and distiller for the evaluation protocol.
 
 It stands in for Lemonade (which cannot run here) and for broken servers. Responses are
 either scripted per test or RECORDED from Lemonade's documented API shapes (see
@@ -7,10 +8,15 @@ either scripted per test or RECORDED from Lemonade's documented API shapes (see
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import threading
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
+
+import numpy as np
 
 # Recorded Lemonade Server responses (shapes as Lemonade documents and returns them).
 LEMONADE_RECORDED: dict[str, Any] = {
@@ -96,12 +102,6 @@ class FakeServer:
 
 
 # --------------------------------------------------------------------------- pipeline fakes
-import hashlib  # noqa: E402
-import re  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
-
-import numpy as np  # noqa: E402
-
 #: Keyword rules of the FAKE family embedder, checked in order (first match wins).
 _FAMILY_WORDS = (
     ("compare", r"report.*(compare|changed|diff|differ)|(compare|changed|diff|differ).*report"),

