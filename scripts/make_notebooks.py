@@ -20,7 +20,7 @@ SWEEP_POINT = [
 Runs the 4th-attempt protocol once: the history (attempts 1..k of every task) goes into a
 fresh store, the strategy synthesizes procedures from it, each probe (attempt k+1) is
 recalled for, and tool steps are scored with the replay rule (an **estimate**; see
-`METHODS.md`). `skillsynth sweep` executes this notebook once per grid point."""),
+`METHODS.md`) and, with `live`, measured by the live agent in both arms. `skillsynth sweep` executes this notebook once per grid point."""),
     ("parameters", """# Parameters (papermill overrides these)
 corpus = "eval/results/example/corpus/corpus.db"   # a corpus memory.db with its labels file
 strategy = "skillsynth"        # skillsynth | gaia-greedy | cortexprism | pheron | none
@@ -29,6 +29,8 @@ k = 3                          # attempts per task in the history; attempt k+1 i
 mode = "json"                  # distillation mode: json (small models) or yaml (GAIA's)
 seed = 0                       # bootstrap seed
 n_boot = 2000                  # bootstrap resamples per interval
+live = False                   # also run the live agent (both arms per probe)
+step_limit = 12                # the live agent's most tool calls per arm
 backend = {"backend": "local"} # skillsynth.backend.BackendSpec fields
 out_dir = "eval/results/example/points/manual"
 """),
@@ -39,7 +41,7 @@ from skillsynth.config import Thresholds
 from skillsynth.evaluation import EvalConfig, run_point
 
 cfg = EvalConfig(corpus, strategy=strategy, thresholds=Thresholds().merge(thresholds),
-                 k=k, mode=mode, seed=seed, n_boot=n_boot)
+                 k=k, mode=mode, seed=seed, n_boot=n_boot, live=live, step_limit=step_limit)
 with open_clients(BackendSpec(**backend)) as (llm, embedder):
     result = run_point(cfg, llm, embedder, out_dir)
 result.summary["split"]"""),

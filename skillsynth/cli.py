@@ -417,7 +417,8 @@ def _eval_point(args: argparse.Namespace) -> int:
 
     th = load_thresholds(args.config, overrides=_parse_sets(args.set))
     cfg = EvalConfig(args.corpus, strategy=args.strategy, thresholds=th, k=args.k,
-                     mode=args.mode, seed=args.seed, labels=args.labels)
+                     mode=args.mode, seed=args.seed, labels=args.labels, live=args.live,
+                     step_limit=args.step_limit)
     with _clients(args) as (chat, emb):
         res = run_point(cfg, chat, emb, args.out, progress=True)
     if args.json:
@@ -678,6 +679,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="distillation mode")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.add_argument("--labels", help="the labels file (default <corpus>.labels.sqlite)")
+    p.add_argument("--live", action="store_true",
+                   help="also run the live agent (both arms per probe, function calling)")
+    p.add_argument("--step-limit", type=int, default=12,
+                   help="the live agent's most tool calls per arm")
     model_options(p)
     p = command(sub, "sweep", "run a sweep spec through papermill (resumable)", _sweep)
     p.add_argument("spec", help="a sweep spec, e.g. eval/sweeps/synthetic-3x3x3.yaml")

@@ -163,3 +163,40 @@ class FakeDistiller:
             "when_to_use": f"The user wants this: {goal}",
             "tools_required": tools, "steps": [f"Call {t}" for t in tools],
             "edge_cases": ["If a call fails, retry it once"], "skip": False}))
+
+
+class FakeToolAgent:
+    """FAKE function-calling chat client: follows an injected procedure, else explores.
+
+    With a ``RECALLED PROCEDURES`` block in the system prompt it calls the block's tools in
+    order with ``args`` and then answers; without one it first calls ``explore`` (a tool the
+    environment has no recording for), then the same tools. Records every request.
+    """
+
+    def __init__(self, tools: list[str], args: dict[str, str]):
+        self.tools, self.args = tools, args
+        self.calls = 0
+        self.requests: list[tuple[list, list]] = []
+
+    def chat(self, messages, *, tools=None, **kw):
+        self.calls += 1
+        self.requests.append((messages, tools))
+        guided = "RECALLED PROCEDURES" in messages[0]["content"]
+        plan = self.tools if guided else ["explore", *self.tools]
+        done = sum(1 for m in messages if m["role"] == "tool")
+        if done >= len(plan):
+            return FakeAgentAnswer("done", ())
+        name = plan[done]
+        return FakeAgentAnswer(None, ({"id": f"c{done}", "type": "function", "function": {
+            "name": name, "arguments": self.args.get(name, "{}")}},))
+
+
+@dataclass
+class FakeAgentAnswer:
+    content: str | None
+    tool_calls: tuple
+    cached: bool = False
+    usage: dict = None  # type: ignore[assignment]
+
+    def __post_init__(self):
+        self.usage = {"total_tokens": 10}

@@ -7,7 +7,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from fakes import FakeDistiller, FakeFamilyEmbedder
+from fakes import FakeDistiller, FakeFamilyEmbedder, FakeToolAgent
 
 from skillsynth.cache import file_sha256
 from skillsynth.config import Thresholds
@@ -26,9 +26,13 @@ from skillsynth.evaluation import (
     build_history,
     estimate_steps,
     load_split,
+    point_kpis,
     run_point,
     split_attempts,
 )
+from skillsynth.evaluation.agent import ReplayToolEnv, judge_success, run_agent
+from skillsynth.evaluation.metrics import ProbeResult
+from skillsynth.skill import Skill
 from skillsynth.store import MemoryStore, Procedure, ToolCall
 from skillsynth.strategies.keyword import KeywordIndex
 
@@ -248,3 +252,61 @@ def test_keyword_recall_ranks_by_overlap_without_a_threshold():
     hits = idx.search("Please find the Acme invoice", top_k=3)
     assert [h.procedure.id for h in hits] == ["a"] and hits[0].score == pytest.approx(2 / 3)
     assert idx.search("the of and", top_k=3) == []
+
+
+# ---------------------------------------------------------------- the live agent
+def test_replay_environment_answers_recorded_calls_and_refuses_others():
+    rec = [ToolCall("p", "search", '{"q": "x", "n": 1}', "found", True, "t"),
+           ToolCall("o", "read", '{"f": 1}', None, False, "t", error="denied")]
+    env = ReplayToolEnv(rec)
+    assert env.call("search", {"n": 1, "q": "x"}) == ("found", True)  # key order is free
+    assert json.loads(env.call("read", '{"f": 1}')[0]) == {"error": "denied"}
+    result, ok = env.call("search", '{"q": "y"}')
+    assert not ok and "no recorded result for search" in result and env.unknown == 1
+    spec = env.specs(["search"])[0]["function"]
+    assert spec["name"] == "search" and set(spec["parameters"]["properties"]) == {"q", "n"}
+
+
+def test_success_is_judged_against_ground_truth_actions_then_steps():
+    actions = SessionLabel("s", "t", "x", 1, actions=({"name": "book", "arguments": {"id": 2}},))
+    assert judge_success(actions, [("look", "{}"), ("book", '{"id": 2}')])
+    assert not judge_success(actions, [("book", '{"id": 3}')])
+    steps = SessionLabel("s", "t", "x", 1, essential_steps=("index", "index", "query"))
+    assert judge_success(steps, [("index", "{}"), ("query", "{}"), ("index", "{}")])
+    assert not judge_success(steps, [("index", "{}"), ("query", "{}")])
+    assert judge_success(SessionLabel("s", "t", "x", 1), [("a", "{}")]) is None
+
+
+def test_agent_loop_follows_the_injected_procedure_and_respects_the_step_limit():
+    rec = [ToolCall("p", "search", '{"q": 1}', "hit", True, "t"),
+           ToolCall("p", "read", '{"f": 1}', "text", True, "t")]
+    label = SessionLabel("p", "t", "x", 4, essential_steps=("search", "read"))
+    llm = FakeToolAgent(["search", "read"], {"search": '{"q": 1}', "read": '{"f": 1}'})
+    skill = Skill(name="find-it", description="The user wants to find it",
+                  body="1. Call search\n2. Call read", tools_required=("read", "search"))
+    cfg = Thresholds()
+    base = run_agent(llm, "find it", ReplayToolEnv(rec), label, tools=["write", "search"],
+                     config=cfg)
+    mem = run_agent(llm, "find it", ReplayToolEnv(rec), label, tools=["write", "search"],
+                    recalled=[skill], config=cfg)
+    assert (base.steps, base.unknown_calls, base.success, base.finished) == (3, 1, True, True)
+    assert (mem.steps, mem.unknown_calls, mem.success) == (2, 0, True)
+    loaded = [t["function"]["name"] for t in llm.requests[-1][1]]
+    assert loaded == ["read", "search", "write"]  # the skill's tools first (GAIA's order)
+    cut = run_agent(llm, "find it", ReplayToolEnv(rec), label, tools=["search"], config=cfg,
+                    step_limit=1)
+    assert (cut.steps, cut.finished, cut.success) == (1, False, False)
+
+
+def test_live_kpis_pair_the_arms_per_probe():
+    def row(probe, arm, steps, ok):
+        return ProbeResult("s", arm, probe, probe, "g", (), (), 0, False, 4, steps, "live", ok)
+    rows = [row("a", "no-memory", 4, True), row("a", "memory", 2, True),
+            row("b", "no-memory", 3, True), row("b", "memory", 5, False),
+            row("c", "no-memory", 5, False), row("c", "memory", 3, True)]
+    k = point_kpis(rows, [], {}, n_boot=300)
+    assert k["live_step_reduction"].value == pytest.approx(0.5)  # only a succeeded in both
+    assert k["live_step_reduction"].n == 1
+    assert k["live_success_change"].value == pytest.approx(0.0)  # b lost, c gained
+    assert k["live_share_made_worse"].value == pytest.approx(1 / 3)
+    assert k["step_reduction"].n == 0  # live rows never enter the replay KPIs

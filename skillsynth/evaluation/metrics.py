@@ -200,6 +200,40 @@ def _valid_share(profile: str) -> Callable[[list[ProcedureCheck]], float | None]
     return lambda cs: _mean([float(c.valid.get(profile, False)) for c in cs])
 
 
+def _live_kpis(live: Sequence[ProbeResult], kw: dict[str, Any]) -> list[KPI]:
+    """Paired per probe: the no-memory and memory arms of the live agent."""
+    arms: dict[str, dict[str, ProbeResult]] = defaultdict(dict)
+    for r in live:
+        arms[r.probe_session][r.arm] = r
+    pairs = [(a["no-memory"], a["memory"]) for a in arms.values()
+             if "no-memory" in a and "memory" in a]
+    both_ok = [(b, m) for b, m in pairs if b.success and m.success and b.steps > 0]
+    known = [(b, m) for b, m in pairs if b.success is not None and m.success is not None]
+
+    def reduction(ps: list[tuple[ProbeResult, ProbeResult]]) -> float | None:
+        return _mean([(b.steps - m.steps) / b.steps for b, m in ps])
+
+    def change(ps: list[tuple[ProbeResult, ProbeResult]]) -> float | None:
+        return _mean([float(bool(m.success)) - float(bool(b.success)) for b, m in ps])
+
+    def worse(ps: list[tuple[ProbeResult, ProbeResult]]) -> float | None:
+        return _mean([float((b.success and not m.success)
+                            or (bool(b.success) and bool(m.success) and m.steps > b.steps))
+                      for b, m in ps])
+
+    return [
+        _kpi("live_step_reduction", both_ok, reduction, unit="probes",
+             clusters=[b.family for b, _ in both_ok], **kw),
+        _kpi("live_success_change", known, change, unit="probes",
+             clusters=[b.family for b, _ in known], **kw),
+        _kpi("live_share_made_worse", known, worse, unit="probes",
+             clusters=[b.family for b, _ in known], **kw),
+        _kpi("live_success_no_memory", known, lambda ps: _mean([float(bool(b.success))
+                                                                 for b, _ in ps]),
+             unit="probes", clusters=[b.family for b, _ in known], **kw),
+    ]
+
+
 def point_kpis(rows: Sequence[ProbeResult], procedures: Sequence[ProcedureCheck],
                floors: Mapping[str, bool | None], *, llm_calls: int = 0, cache_hits: int = 0,
                seed: int = 0, n_boot: int = N_BOOT) -> dict[str, KPI]:
@@ -208,6 +242,8 @@ def point_kpis(rows: Sequence[ProbeResult], procedures: Sequence[ProcedureCheck]
     ``floors`` maps each floor to True (behaved), False (misbehaved) or None (not
     exercised at this point, e.g. nothing to distil).
     """
+    live = [r for r in rows if r.steps_method == "live"]
+    rows = [r for r in rows if r.steps_method != "live"]
     mem = [r for r in rows if r.arm == "memory"]
     fam = [r.family for r in mem]
     with_steps = [r for r in mem if r.steps_recorded > 0]
@@ -238,6 +274,8 @@ def point_kpis(rows: Sequence[ProbeResult], procedures: Sequence[ProcedureCheck]
         _kpi("share_made_worse", with_steps, share(lambda r: r.steps > r.steps_recorded),
              unit="probes", clusters=[r.family for r in with_steps], estimate=est, **kw),
     ]
+    if live:
+        out += _live_kpis(live, kw)
     for profile in PROFILES:
         out.append(_kpi(f"validity_{profile}", procedures, _valid_share(profile),
                         unit="procedures", **kw))

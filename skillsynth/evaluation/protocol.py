@@ -35,9 +35,10 @@ from ..inject import inject
 from ..llm import ChatClient, Endpoint
 from ..recall import Recall, skill_from_procedure
 from ..skill import PROFILES
-from ..store import MemoryStore, Procedure
+from ..store import MemoryStore, Procedure, ToolCall
 from ..strategies import Recaller, Strategy, get_strategy
 from ..synthesize import PassReport
+from .agent import ReplayToolEnv, run_agent
 from .metrics import KPI, N_BOOT, ProbeResult, ProcedureCheck, point_kpis
 from .replay import RULE, estimate_steps
 from .split import Split, build_history, load_split
@@ -63,6 +64,8 @@ class EvalConfig:
         seed: the bootstrap seed.
         n_boot: bootstrap resamples per interval.
         labels: the labels file (default ``<corpus>.labels.sqlite``).
+        live: also run the live agent (both arms per probe) on the chat model.
+        step_limit: the live agent's most tool calls per arm.
     """
 
     corpus: str
@@ -73,11 +76,15 @@ class EvalConfig:
     seed: int = 0
     n_boot: int = N_BOOT
     labels: str | None = None
+    live: bool = False
+    step_limit: int = 12
 
     def __post_init__(self) -> None:
         get_strategy(self.strategy)  # fail on a typo before any work
         if self.k < 1:
             raise SkillsynthError(f"k must be >= 1, got {self.k}")
+        if self.step_limit < 1:
+            raise SkillsynthError(f"step_limit must be >= 1, got {self.step_limit}")
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready."""
@@ -230,6 +237,7 @@ def run_point(cfg: EvalConfig, llm: Any, embedder: Embeds, out_dir: str | Path, 
         probe_ids = [p.session_id for p in split.probes]
         goals = {s: t.content for s, t in corpus.first_user_turns(probe_ids).items()}
         probe_calls = {s: corpus.tool_calls(s) for s in probe_ids}
+        world = corpus.tool_calls() if cfg.live else []
     with MemoryStore.open(history_db) as store:
         if hasattr(embedder, "embedder_id"):
             check_store_embedder(store, embedder)  # type: ignore[arg-type]
@@ -272,6 +280,8 @@ def run_point(cfg: EvalConfig, llm: Any, embedder: Embeds, out_dir: str | Path, 
                 steps=est.estimate, steps_method=RULE if hits else "recorded",
                 prompt_chars=len(inject(skills, th)), cache_hits=_hits_of(embedder) - h0,
                 wall_s=round(time.perf_counter() - t1, 4), **common))
+        if cfg.live:
+            rows += _live_rows(cfg, llm, store, rows, world, probe_calls, labels, recaller, th)
         floors = check_floors(store, strategy, llm, embedder, th, cfg.mode, floor_goal,
                               lambda: strategy.recaller(store, embedder, th))
     floors["recall-threshold-and-state"] = recall_floor_ok if any(
@@ -298,6 +308,10 @@ def run_point(cfg: EvalConfig, llm: Any, embedder: Embeds, out_dir: str | Path, 
                       sum(1 for p in split.probes if p.session_id not in goals),
                   "left_out": len(split.left_out)},
         "pass": report.as_dict() if report else None,
+        "model_calls": {"synthesis": llm_calls, "synthesis_cache_hits": hits_n,
+                        "agent": sum(r.llm_calls for r in rows),
+                        "agent_cache_hits": sum(r.cache_hits for r in rows
+                                                if r.steps_method == "live")},
         "procedures": [asdict(c) for c in checks],
         "floors": floors,
         "kpis": {k: v.as_dict() for k, v in kpis.items()},
@@ -308,6 +322,38 @@ def run_point(cfg: EvalConfig, llm: Any, embedder: Embeds, out_dir: str | Path, 
                    encoding="utf-8")
     os.replace(tmp, out / SUMMARY)
     return PointResult(out, tuple(rows), kpis, summary)
+
+
+def _live_rows(cfg: EvalConfig, llm: Any, store: MemoryStore, replay: Sequence[ProbeResult],
+               world: Sequence[ToolCall], probe_calls: Mapping[str, Sequence[ToolCall]],
+               labels: Mapping[str, SessionLabel], recaller: Recaller,
+               th: Thresholds) -> list[ProbeResult]:
+    """Both arms of every probe under the live agent (one row each, ``steps_method`` live)."""
+    semantic = [t for t, _ in Counter(c.tool_name for c in store.tool_calls()).most_common()]
+    out: list[ProbeResult] = []
+    for r in replay:
+        if r.arm != "memory":
+            continue
+        label = labels[r.probe_session]
+        env = ReplayToolEnv(world, probe_calls[r.probe_session])
+        skills = [skill_from_procedure(h.procedure) for h in recaller(r.goal)]
+        base = run_agent(llm, r.goal, env, label, tools=semantic, config=th,
+                         step_limit=cfg.step_limit)
+        # nothing recalled: the memory arm's inputs are the no-memory arm's, so is its run
+        mem = run_agent(llm, r.goal, env, label, tools=semantic, recalled=skills, config=th,
+                        step_limit=cfg.step_limit) if skills else base
+        for arm, run, block in (("no-memory", base, ""), ("memory", mem, inject(skills, th))):
+            out.append(ProbeResult(
+                strategy=r.strategy, arm=arm, probe_session=r.probe_session,  # type: ignore[arg-type]
+                family=r.family, goal=r.goal,
+                recalled_ids=r.recalled_ids if arm == "memory" else (),
+                recalled_scores=r.recalled_scores if arm == "memory" else (),
+                recalled_right=r.recalled_right if arm == "memory" else 0,
+                family_has_procedure=r.family_has_procedure, steps_recorded=r.steps_recorded,
+                steps=run.steps, steps_method="live", success=run.success,
+                prompt_chars=len(block), tokens=run.tokens, llm_calls=run.llm_calls,
+                cache_hits=run.cache_hits, wall_s=run.wall_s))
+    return out
 
 
 def _progress(items: Sequence[Any], show: bool, desc: str) -> Any:

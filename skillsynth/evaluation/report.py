@@ -50,7 +50,8 @@ __all__ = [
 
 PARAMS = ("similarity_tau", "min_occurrences", "max_recall_body_chars")
 _SHOWN = ("synthesis_fired_rate", "recall_hit_rate", "recall_precision", "step_reduction",
-          "share_made_worse", "validity_gaia691", "validity_agentskills",
+          "share_made_worse", "live_step_reduction", "live_success_change",
+          "live_share_made_worse", "validity_gaia691", "validity_agentskills",
           "provenance_integrity", "floors_behaved", "llm_calls", "cache_hit_rate")
 
 

@@ -58,7 +58,7 @@ __all__ = [
 #: What a grid may vary: the strategy and the three thresholds the KPIs are swept over.
 GRID_KEYS = ("strategy", "similarity_tau", "min_occurrences", "max_recall_body_chars")
 _SPEC_KEYS = {"name", "description", "corpus", "backend", "mode", "k", "seed", "n_boot",
-              "workers", "base", "grid", "points"}
+              "workers", "base", "grid", "points", "live", "step_limit"}
 
 
 @dataclass(frozen=True)
@@ -74,6 +74,7 @@ class SweepSpec:
         points: extra explicit points (each over the grid's first values).
         base: thresholds fixed for every point.
         mode, k, seed, n_boot: passed to every point.
+        live, step_limit: run the live agent at every point, with this step limit.
         workers: points run at once.
         source: the spec file.
     """
@@ -89,6 +90,8 @@ class SweepSpec:
     seed: int = 0
     n_boot: int = 2000
     workers: int = 2
+    live: bool = False
+    step_limit: int = 12
     description: str = ""
     source: str = ""
 
@@ -121,7 +124,8 @@ class SweepSpec:
                    points=tuple(data.get("points") or ()), base=data.get("base") or {},
                    backend=backend, mode=data.get("mode", "json"), k=int(data.get("k", 3)),
                    seed=int(data.get("seed", 0)), n_boot=int(data.get("n_boot", 2000)),
-                   workers=int(data.get("workers", 2)),
+                   workers=int(data.get("workers", 2)), live=bool(data.get("live", False)),
+                   step_limit=int(data.get("step_limit", 12)),
                    description=str(data.get("description", "")), source=str(p))
         spec.check()
         return spec
@@ -177,6 +181,14 @@ class Point:
         digest = hashlib.sha256(json.dumps([self.strategy, dict(self.values), dict(self.base)],
                                            sort_keys=True).encode()).hexdigest()[:8]
         return "-".join(parts) + "-" + digest
+
+    @property
+    def synthesis_key(self) -> str:
+        """Equal for points whose synthesis passes are identical (recall settings differ)."""
+        th = self.thresholds().to_settings_block()
+        for recall_only in ("max_recall_body_chars", "recall_top_k"):
+            th.pop(recall_only)
+        return json.dumps([self.strategy, th], sort_keys=True)
 
     def thresholds(self) -> Thresholds:
         """The point's thresholds (base, then the point's values)."""
@@ -323,6 +335,7 @@ def _execute_point(point: Point, spec: SweepSpec, corpus: Path, backend: Backend
     params = {"corpus": str(corpus), "strategy": point.strategy,
               "thresholds": point.thresholds().to_settings_block(),
               "k": spec.k, "mode": spec.mode, "seed": spec.seed, "n_boot": spec.n_boot,
+              "live": spec.live, "step_limit": spec.step_limit,
               "backend": asdict(backend), "out_dir": str(point_dir)}
     papermill.execute_notebook(str(notebook), str(point_dir / "point.ipynb"),
                                parameters=params, progress_bar=False, cwd=str(point_dir),
@@ -375,27 +388,39 @@ def run_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval/
                 sims = goal_similarities(corpus, emb, seed=spec.seed)
             (run_dir / "similarity.json").write_text(json.dumps(sims), encoding="utf-8")
         n_workers = max(1, min(workers or spec.workers, len(todo) or 1))
-        with ThreadPoolExecutor(max_workers=n_workers) as pool:
-            futures = {pool.submit(_execute_point, p, spec, corpus, backend,
-                                   run_dir / "points" / p.id, notebook): p for p in todo}
-            done_iter = as_completed(futures)
-            if progress:
-                from tqdm.auto import tqdm
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
 
-                done_iter = tqdm(done_iter, total=len(futures), desc=f"sweep {spec.name}",
-                                 unit="point")
-            for fut in done_iter:
-                p = futures[fut]
-                try:
-                    fut.result()
-                    ran.append(p.id)
-                except Exception as exc:  # noqa: BLE001 (one failed point must not stop the others)
-                    # papermill's error carries the kernel's exception name and value
-                    name = getattr(exc, "ename", None)
-                    what = (f"{name}: {getattr(exc, 'evalue', '')}" if name
-                            else f"{type(exc).__name__}: {exc}")
-                    failed[p.id] = what[:2000]
-                    log(f"point {p.id} failed: {failed[p.id].splitlines()[0]}")
+            bar = tqdm(total=len(todo), desc=f"sweep {spec.name}", unit="point")
+        # Points that share a synthesis (same strategy and synthesis thresholds) would ask
+        # the model the same questions; run one of each first, the rest after, so the rest
+        # are cache hits rather than concurrent duplicate requests (which llama.cpp does not
+        # always answer identically).
+        firsts: dict[str, Point] = {}
+        for p in todo:
+            firsts.setdefault(p.synthesis_key, p)
+        phases = [list(firsts.values()), [p for p in todo if p not in firsts.values()]]
+        with ThreadPoolExecutor(max_workers=n_workers) as pool:
+            for phase in phases:
+                futures = {pool.submit(_execute_point, p, spec, corpus, backend,
+                                       run_dir / "points" / p.id, notebook): p for p in phase}
+                for fut in as_completed(futures):
+                    p = futures[fut]
+                    try:
+                        fut.result()
+                        ran.append(p.id)
+                    except Exception as exc:  # noqa: BLE001 (one failed point must not stop the others)
+                        # papermill's error carries the kernel's exception name and value
+                        name = getattr(exc, "ename", None)
+                        what = (f"{name}: {getattr(exc, 'evalue', '')}" if name
+                                else f"{type(exc).__name__}: {exc}")
+                        failed[p.id] = what[:2000]
+                        log(f"point {p.id} failed: {failed[p.id].splitlines()[0]}")
+                    if bar is not None:
+                        bar.update(1)
+        if bar is not None:
+            bar.close()
     summary = aggregate(run_dir, points, spec)
     summary["failed"] = failed
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str),
@@ -449,12 +474,13 @@ def aggregate(run_dir: Path, points: Sequence[Point], spec: SweepSpec) -> dict[s
             params = {"point": p.id, "strategy": p.strategy, **p.thresholds().to_settings_block()}
             for line in (pdir / "results.jsonl").read_text(encoding="utf-8").splitlines():
                 fh.write(json.dumps(params | json.loads(line), ensure_ascii=False) + "\n")
-            rep = s.get("pass") or {}
+            mc = s["model_calls"]
             entries.append({"id": p.id, "strategy": p.strategy,
                             "params": p.thresholds().to_settings_block(),
                             "kpis": s["kpis"], "floors": s["floors"], "split": s["split"],
-                            "llm_calls": rep.get("llm_calls", 0),
-                            "cache_hits": rep.get("cache_hits", 0), "wall_s": s["wall_s"],
+                            "llm_calls": mc["synthesis"] + mc["agent"],
+                            "cache_hits": mc["synthesis_cache_hits"] + mc["agent_cache_hits"],
+                            "model_calls": mc, "wall_s": s["wall_s"],
                             "corpus": s["corpus"], "versions": s["versions"]})
     return {"name": spec.name, "spec": spec.as_dict(), "points": entries,
             "n_points": len(points), "finished": len(entries), "produced_by": produced_by()}
