@@ -13,6 +13,6 @@ cd "$ROOT"
 skillsynth models prepare
 skillsynth models status
 skillsynth sweep eval/sweeps/main.yaml --results "$RESULTS"
-skillsynth report "$RESULTS/main"
+skillsynth report "$RESULTS/main" --baseline eval/baselines/main.json
 skillsynth gate "$RESULTS/main"   # validity and floors (no baseline for this corpus yet)
 echo "main job done: KPI report at $RESULTS/main/report.html (plots in $RESULTS/main/plots/)"

@@ -101,6 +101,293 @@ report.similarity_table(run)"""),
     ("code", """report.baseline_table(run, baseline) if baseline else "no baseline given\""""),
 ]
 
+WALKTHROUGH = [
+    ("markdown", """# skillsynth walkthrough: from an empty folder to a recalled skill
+
+One stage per section, each one or two library calls and a look at the result. It runs on
+the shipped synthetic corpus (`datasets/synthetic-8`: 8 task families, 5 attempts each, with
+ground truth) and the embedded models; set `backend` to
+`{"backend": "lemonade"}` for Gemma-4 on Lemonade. Run it top to bottom (papermill does in CI)."""),
+    ("parameters", """# Parameters (papermill overrides these)
+workdir = "eval/results/walkthrough"   # everything this notebook writes goes here (rebuilt)
+backend = {"backend": "local"}         # skillsynth.backend.BackendSpec fields
+similarity_tau = 0.3                   # MiniLM's scale; GAIA's 0.82 is for its 768-d embedder
+min_occurrences = 2
+mode = "json"                          # distillation mode: json suits small models
+"""),
+    ("markdown", "## 0. Models and a fresh folder"),
+    ("code", """import contextlib
+import shutil
+from pathlib import Path
+
+import pandas as pd
+from IPython.display import Markdown, display
+
+from skillsynth.backend import BackendSpec, open_clients
+from skillsynth.config import Thresholds
+from skillsynth.serve import models_home
+
+work = Path(workdir)
+shutil.rmtree(work, ignore_errors=True)
+work.mkdir(parents=True)
+stack = contextlib.ExitStack()  # the model servers live until the last cell
+llm, embedder = stack.enter_context(open_clients(BackendSpec(
+    **({"cache": str(models_home() / "cache.db")} | backend))))
+config = Thresholds(similarity_tau=similarity_tau, min_occurrences=min_occurrences)
+config"""),
+    ("markdown", """## 1. A corpus
+
+A corpus is a GAIA `memory.db` plus a labels file only scoring reads. This rebuilds the
+shipped synthetic corpus exactly (its manifest lists the expected statistics); real
+trajectories come in with `import_corpus("taubench", ...)` and friends."""),
+    ("code", """from skillsynth.corpora import corpus_stats, generate_corpus
+
+gen = generate_corpus(work / "corpus.db", families=8, seed=0, attempts=5)
+pd.Series(corpus_stats(gen.db_path).as_dict()).to_frame("synthetic-8")"""),
+    ("markdown", """## 2. The 4th-attempt split
+
+Attempts 1-3 of every task go into a fresh history store; attempt 4 is the probe, never
+written to a store."""),
+    ("code", """from skillsynth.evaluation import build_history, load_split
+
+split = load_split(gen.db_path, k=3)
+n = build_history(gen.db_path, split, work / "history.db")
+pd.Series({"history sessions": n, "probes": len(split.probes),
+           "left out (after the probe)": len(split.left_out)})"""),
+    ("markdown", """## 3. Detect
+
+Each session's goal (its first user turn) and its successful span (failed calls and retries
+dropped); sessions need `min_steps` successful calls."""),
+    ("code", """from skillsynth.detect import extract_sequences
+from skillsynth.store import MemoryStore
+
+store = stack.enter_context(MemoryStore.open(work / "history.db"))
+detected = extract_sequences(store, config, advance=False)
+pd.DataFrame([{"session": s.session_id, "goal": s.goal, "calls": s.attempted_calls,
+               "span": " > ".join(c.tool_name for c in s.span)} for s in detected.sequences])"""),
+    ("markdown", "## 4. Cluster by goal meaning (average linkage at tau)"),
+    ("code", """from skillsynth.cluster import cluster_by_goal
+
+clusters = cluster_by_goal(detected.qualified, embedder, config)
+pd.DataFrame([{"size": c.size, "qualified": c.qualified, "success_rate": c.success_rate,
+               "reason": c.reason, "goals": " | ".join(c.goals)} for c in clusters])"""),
+    ("markdown", """## 5. Distil one cluster
+
+One model call; the prompt shows the representative run's tool names and the other phrasings
+(no arguments or results). The answer becomes a `Skill`, rendered as SKILL.md."""),
+    ("code", """from skillsynth.distill import build_messages, distill
+
+first = next(c for c in clusters if c.qualified)
+print(build_messages(first, mode)[-1]["content"])
+d = distill(first, llm, config, mode)
+print(f"\\n--- model answer (cached: {d.cached}) ---\\n{d.raw}")"""),
+    ("code", """display(Markdown("```markdown\\n" + d.skill.render("agentskills") + "\\n```")
+        if d.skill else "the model answered SKIP")"""),
+    ("markdown", """## 6. The synthesis pass: detect, cluster, distil, reconcile
+
+What GAIA's maintenance pass does, with #887's floors (LLM down: the pass is skipped and
+the store unchanged; a malformed answer skips its cluster)."""),
+    ("code", """from skillsynth.embed import check_store_embedder
+from skillsynth.synthesize import synthesize_skills
+
+check_store_embedder(store, embedder)
+report = synthesize_skills(store, llm, embedder, config, mode=mode)
+pd.Series({k: v for k, v in report.as_dict().items() if k != "details"})"""),
+    ("code", """pd.DataFrame([{"id": p.id, "name": p.name, "when_to_use": p.when_to_use,
+               "tools": ", ".join(p.tools_required), "successes": p.success_count,
+               "from_sessions": len(p.provenance.get("from_sessions", []))}
+              for p in store.procedures()])"""),
+    ("markdown", """## 7. Recall for a probe, and the injected block
+
+A probe's goal is recalled for only now. Recall returns procedures at cosine >= tau; the
+planner prompt gets the `RECALLED PROCEDURES` block (bodies cut at `max_recall_body_chars`)
+and the skills' tools load first."""),
+    ("code", """from skillsynth.inject import inject, tools_for_turn
+from skillsynth.recall import recall, skill_from_procedure
+
+goals = MemoryStore.open(gen.db_path, read_only=True).first_user_turns(
+    [p.session_id for p in split.probes])
+rows = []
+for p in split.probes:
+    hits = recall(store, embedder, goals[p.session_id].content, config, touch=False)
+    rows.append({"family": p.task_id, "goal": goals[p.session_id].content,
+                 "recalled": ", ".join(h.procedure.name for h in hits) or "-",
+                 "score": round(hits[0].score, 3) if hits else None})
+pd.DataFrame(rows)"""),
+    ("code", """probe = next((r for r in rows if r["recalled"] != "-"), rows[0])
+skills = [skill_from_procedure(h.procedure)
+          for h in recall(store, embedder, probe["goal"], config, touch=False)]
+print(inject(skills, config) or "(nothing recalled for this goal: no block)")
+print("tools loaded:", tools_for_turn(["query_documents"], skills, ["search_file", "read_file"]))"""),
+    ("markdown", """## 8. Export and re-read under both profiles
+
+GAIA's #691 profile and agentskills.io's (re-read with the reference parser, skills-ref)."""),
+    ("code", """from skillsynth.export import export_skill
+from skillsynth.skill import validate_dir
+
+for proc in store.procedures()[:1]:
+    for profile in ("gaia691", "agentskills"):
+        skill_dir = export_skill(store, proc.id, work / "skills" / profile, profile)
+        print(f"{profile}: {skill_dir} errors={validate_dir(skill_dir, profile)}")
+        print((skill_dir / "SKILL.md").read_text())"""),
+    ("markdown", """## 9. Measure: one evaluation point
+
+The whole protocol in one call: per-probe rows and KPIs with n and 95% bootstrap intervals
+(tool steps are a replay **estimate**; see METHODS.md). A sweep runs many of these."""),
+    ("code", """from skillsynth.evaluation import EvalConfig, run_point
+
+result = run_point(EvalConfig(str(gen.db_path), thresholds=config, mode=mode), llm, embedder,
+                   work / "point")
+pd.DataFrame([k.as_dict() for k in result.kpis.values()]).set_index("name")"""),
+    ("code", """stack.close()  # stop the model servers"""),
+]
+
+TUNING = [
+    ("markdown", """# Threshold tuning
+
+Move `similarity_tau`, `min_occurrences`, `min_success_rate`, `max_recall_body_chars`, the
+cluster method, top_k and the corpus, and watch: the goal-pair similarity histograms with the
+tau line and pairwise precision/recall, the clusters that qualify, what each probe would
+recall and whether it is right, and the injected prompt size. Goals are embedded once per
+corpus; distillations come only from the call cache ("Distil missing" is the one button that
+calls the LLM). "Write settings" saves the thresholds as GAIA's `memory_settings.json` block.
+Without widgets (papermill) the notebook renders the parameter values once."""),
+    ("parameters", """# Parameters (papermill overrides these)
+# corpus memory.db files with their labels beside; an empty list builds synthetic-8
+corpora = []
+workdir = "eval/results/tuning"  # where the default corpus and the settings file go
+backend = {"backend": "local"}   # skillsynth.backend.BackendSpec fields
+similarity_tau = 0.3
+min_occurrences = 2
+min_success_rate = 0.8
+max_recall_body_chars = 1500
+recall_top_k = 2
+method = "agglomerative"         # agglomerative | gaia-greedy | hdbscan
+mode = "json"                    # distillation mode
+k = 3                            # history attempts per task; attempt k+1 is the probe
+distill_first = True             # fill the cache for the starting thresholds (LLM calls)
+# write the starting thresholds as memory_settings.json here; empty: do not
+settings_out = ""
+interactive = True               # show widgets when ipywidgets is available
+"""),
+    ("code", """import contextlib
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+from IPython.display import display
+
+from skillsynth.backend import BackendSpec, open_clients
+from skillsynth.config import Thresholds
+from skillsynth.corpora import generate_corpus
+from skillsynth.errors import SkillsynthError
+from skillsynth.serve import models_home
+from skillsynth.tuning import TuningSession, plot_pairs, write_settings_block
+
+work = Path(workdir)
+work.mkdir(parents=True, exist_ok=True)
+if not corpora:
+    default = work / "synthetic-8.db"
+    if not default.exists():
+        generate_corpus(default, families=8, seed=0, attempts=5)
+    corpora = [str(default)]
+stack = contextlib.ExitStack()  # the model servers stay up while you tune
+llm, embedder = stack.enter_context(open_clients(BackendSpec(
+    **({"cache": str(models_home() / "cache.db")} | backend))))
+sessions = {}
+
+
+def session_for(corpus):
+    if corpus not in sessions:  # embeds this corpus's goals once
+        sessions[corpus] = TuningSession.prepare(corpus, embedder, k=k)
+    return sessions[corpus]
+
+
+start = Thresholds(similarity_tau=similarity_tau, min_occurrences=min_occurrences,
+                   min_success_rate=min_success_rate,
+                   max_recall_body_chars=max_recall_body_chars, recall_top_k=recall_top_k)
+if distill_first:
+    print("distilled now:", session_for(corpora[0]).distill_missing(start, llm, method, mode))"""),
+    ("code", """def render(corpus, config, method):
+    ts = session_for(corpus)
+    view = ts.view(config, method, llm=llm, mode=mode)
+    display(view.summary())
+    plot_pairs(ts.pairs, config.similarity_tau)
+    plt.show()
+    display(view.clusters_frame(ts.families))
+    display(view.recalls_frame())
+    print(f"largest injected block: {view.prompt.chars} characters, about "
+          f"{view.prompt.tokens_estimate} tokens (estimate: characters / 4), "
+          f"{view.prompt.truncated} body(ies) cut")
+    print(view.prompt.block or "(nothing recalled at these thresholds)")
+    return view
+
+
+view = render(corpora[0], start, method)
+if settings_out:
+    print("settings written:", write_settings_block(start, settings_out))"""),
+    ("code", """try:
+    import ipywidgets as w
+except ImportError:
+    w = None
+if interactive and w is not None:
+    c = {"continuous_update": False}
+    ui = {"corpus": w.Dropdown(options=corpora, value=corpora[0], description="corpus"),
+          "method": w.Dropdown(options=["agglomerative", "gaia-greedy", "hdbscan"],
+                               value=method, description="method"),
+          "similarity_tau": w.FloatSlider(value=similarity_tau, min=0.0, max=1.0, step=0.01,
+                                          description="tau", **c),
+          "min_occurrences": w.IntSlider(value=min_occurrences, min=1, max=10,
+                                         description="min occ.", **c),
+          "min_success_rate": w.FloatSlider(value=min_success_rate, min=0.0, max=1.0,
+                                            step=0.05, description="min rate", **c),
+          "max_recall_body_chars": w.IntSlider(value=max_recall_body_chars, min=100,
+                                               max=5000, step=100, description="body chars",
+                                               **c),
+          "recall_top_k": w.IntSlider(value=recall_top_k, min=1, max=5, description="top k",
+                                      **c)}
+    out = w.Output()
+    path = w.Text(value=str(work / "memory_settings.json"), description="settings")
+    overwrite = w.Checkbox(value=False, description="overwrite")
+    save, more = w.Button(description="Write settings"), w.Button(
+        description="Distil missing (LLM)")
+    status = w.Label()
+
+    def current():
+        keys = [k for k in ui if k not in ("corpus", "method")]
+        return Thresholds().merge({k: ui[k].value for k in keys})
+
+    def refresh(_=None):
+        with out:
+            out.clear_output(wait=True)
+            render(ui["corpus"].value, current(), ui["method"].value)
+
+    def on_save(_):
+        try:
+            status.value = f"written: {write_settings_block(current(), path.value, overwrite=overwrite.value)}"
+        except SkillsynthError as exc:  # shown to the user, not raised inside the widget
+            status.value = f"not written: {exc}"
+
+    def on_more(_):
+        n = session_for(ui["corpus"].value).distill_missing(current(), llm,
+                                                            ui["method"].value, mode)
+        status.value = f"distilled {n} cluster(s)"
+        refresh()
+
+    for x in ui.values():
+        x.observe(refresh, names="value")
+    save.on_click(on_save)
+    more.on_click(on_more)
+    display(w.VBox([w.HBox([ui["corpus"], ui["method"]]),
+                    w.HBox([ui["similarity_tau"], ui["min_occurrences"]]),
+                    w.HBox([ui["min_success_rate"], ui["max_recall_body_chars"]]),
+                    w.HBox([ui["recall_top_k"], more]), w.HBox([path, overwrite, save]),
+                    status, out]))
+    refresh()
+else:
+    print("no widgets here (papermill or ipywidgets missing): the view above is for the "
+          "parameter values")"""),
+]
+
 
 def build(cells: list[tuple[str, str]]) -> nbformat.NotebookNode:
     nb = nbformat.v4.new_notebook()
@@ -120,7 +407,8 @@ def build(cells: list[tuple[str, str]]) -> nbformat.NotebookNode:
 
 
 def main() -> int:
-    for name, cells in (("sweep_point.ipynb", SWEEP_POINT), ("report.ipynb", REPORT)):
+    for name, cells in (("sweep_point.ipynb", SWEEP_POINT), ("report.ipynb", REPORT),
+                        ("walkthrough.ipynb", WALKTHROUGH), ("tuning.ipynb", TUNING)):
         nbformat.write(build(cells), ROOT / name)
         print(f"wrote {ROOT / name}")
     return 0

@@ -15,7 +15,7 @@ from .embed import Embedder
 from .llm import ChatClient
 from .serve import LocalServers
 
-__all__ = ["bench_models", "bench_pipeline"]
+__all__ = ["bench_models", "bench_pipeline", "bench_tuning"]
 
 _GOALS = [f"{verb} the {obj} for {who}" for verb in ("Summarise", "Find", "Draft a reply to",
                                                        "Index", "Search")
@@ -146,3 +146,43 @@ def bench_pipeline(sizes: tuple[int, ...] = (1_000, 10_000, 100_000),
                                   "median_ms": float(np.median(lat)),
                                   "p99_ms": float(np.percentile(lat, 99))})
     return out
+
+
+def bench_tuning(embedder: Any, llm: Any, *, sessions: int = 10_000, repeats: int = 5,
+                 seed: int = 0, workdir: str | Path | None = None) -> dict[str, Any]:
+    """Seconds per tuning-view update on a synthetic corpus of ``sessions`` sessions.
+
+    The corpus has 8 families; every attempt but the last is history (k = attempts - 1), so
+    about ``sessions`` goals are clustered and 8 probes recalled for. Preparation (detect,
+    embed, pair sample) is timed once; then the median over ``repeats`` of an update that
+    keeps tau (re-judges cached groups) and of one that moves tau (clusters again).
+    Distillations come from the call cache only, as in the notebook.
+    """
+    from .config import Thresholds
+    from .corpora.synthetic import generate_corpus
+    from .tuning import TuningSession
+
+    attempts = max(2, sessions // 8)
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        db = Path(tmp) / "tune.db"
+        generate_corpus(db, seed=seed, attempts=attempts)
+        t0 = time.perf_counter()
+        ts = TuningSession.prepare(db, embedder, k=attempts - 1, seed=seed)
+        prepare_s = time.perf_counter() - t0
+        base = Thresholds(similarity_tau=0.5, min_occurrences=3)
+        ts.view(base, llm=llm)  # the first grouping at this tau
+        keep, move = [], []
+        for i in range(repeats):
+            t0 = time.perf_counter()
+            ts.view(base.merge(min_occurrences=2 + i % 3, max_recall_body_chars=500 + 100 * i),
+                    llm=llm)
+            keep.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            ts.view(base.merge(similarity_tau=0.55 + 0.05 * i), llm=llm)
+            move.append(time.perf_counter() - t0)
+        return {"sessions": len(ts.sequences), "probes": len(ts.probes),
+                "prepare_s": round(prepare_s, 3),
+                "update_keep_tau_s": {"median": round(statistics.median(keep), 4),
+                                      "n": repeats},
+                "update_move_tau_s": {"median": round(statistics.median(move), 4),
+                                      "n": repeats}}

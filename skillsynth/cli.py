@@ -256,6 +256,25 @@ def _bench_pipeline(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _bench_tuning(args: argparse.Namespace) -> int:
+    from .bench import bench_tuning
+
+    with _clients(args) as (chat, emb):
+        f = bench_tuning(emb, chat, sessions=args.sessions, repeats=args.repeats)
+    if args.json:
+        _print_json(f)
+        return EXIT_OK
+    print(f"tuning view on a synthetic corpus: {f['sessions']} history sessions clustered, "
+          f"{f['probes']} probes")
+    print(f"  prepare (detect, embed, pair sample; embedder cache) {f['prepare_s']:.2f} s, once")
+    k, m = f["update_keep_tau_s"], f["update_move_tau_s"]
+    print(f"  update, tau kept (re-judge, cached distillations, recall) "
+          f"{k['median']:.3f} s median of n={k['n']}")
+    print(f"  update, tau moved (cluster again)                       "
+          f"{m['median']:.3f} s median of n={m['n']}")
+    return EXIT_OK
+
+
 def _corpus_generate(args: argparse.Namespace) -> int:
     from .corpora import NoiseConfig, generate_corpus
 
@@ -593,6 +612,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="override one threshold (repeatable)")
         p.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+    p = command(bes, "tuning", "seconds per tuning-view update on a synthetic corpus",
+                _bench_tuning)
+    p.add_argument("--sessions", type=int, default=10_000, help="corpus size")
+    p.add_argument("--repeats", type=int, default=5, help="updates per figure (median)")
+    model_options(p)
 
     p = command(sub, "synthesize", "run one synthesis pass over a memory.db", _synthesize)
     p.add_argument("db", help="the memory.db (written: procedures and meta.embedder_id)")

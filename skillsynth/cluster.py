@@ -42,6 +42,7 @@ __all__ = [
     "cluster_by_goal",
     "embed_goals",
     "normalise_goal",
+    "requalify",
 ]
 
 Method = Literal["agglomerative", "hdbscan", "gaia-greedy", "per-session"]
@@ -271,19 +272,35 @@ def cluster_by_goal(
     return _qualify(groups, seqs, config, method, rate)
 
 
-def _qualify(groups: list[list[int]], seqs: Sequence[SessionSequence], config: Thresholds,
-             method: str, rate: RateDefinition) -> list[Cluster]:
-    clusters = []
-    for g in groups:
-        members = tuple(seqs[i] for i in sorted(g))
-        r = _rate(members, rate)
-        reasons = []
-        if len(members) < config.min_occurrences:
-            reasons.append(f"{len(members)} session(s) < min_occurrences "
-                           f"{config.min_occurrences}")
-        if r < config.min_success_rate:
-            reasons.append(f"success rate {r:.2f} ({rate}) < min_success_rate "
-                           f"{config.min_success_rate}")
-        clusters.append(Cluster(members, method, rate, r, not reasons, "; ".join(reasons)))
+def _judge(members: tuple[SessionSequence, ...], config: Thresholds, method: str,
+           rate: RateDefinition) -> Cluster:
+    r = _rate(members, rate)
+    reasons = []
+    if len(members) < config.min_occurrences:
+        reasons.append(f"{len(members)} session(s) < min_occurrences {config.min_occurrences}")
+    if r < config.min_success_rate:
+        reasons.append(f"success rate {r:.2f} ({rate}) < min_success_rate "
+                       f"{config.min_success_rate}")
+    return Cluster(members, method, rate, r, not reasons, "; ".join(reasons))
+
+
+def _sorted(clusters: list[Cluster]) -> list[Cluster]:
     clusters.sort(key=lambda c: (not c.qualified, -c.size))
     return clusters
+
+
+def _qualify(groups: list[list[int]], seqs: Sequence[SessionSequence], config: Thresholds,
+             method: str, rate: RateDefinition) -> list[Cluster]:
+    return _sorted([_judge(tuple(seqs[i] for i in sorted(g)), config, method, rate)
+                    for g in groups])
+
+
+def requalify(clusters: Sequence[Cluster], config: Thresholds) -> list[Cluster]:
+    """The same groups judged again under ``config`` (min_occurrences, min_success_rate).
+
+    Grouping depends only on the method and tau; a view that moves the other sliders
+    re-judges groups it already has instead of clustering again.
+    """
+    rates: dict[str, RateDefinition] = {"calls": "calls", "session": "session"}
+    return _sorted([_judge(c.members, config, c.method, rates[c.rate_definition])
+                    for c in clusters])

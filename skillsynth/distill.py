@@ -39,6 +39,7 @@ __all__ = [
     "answer_schema",
     "build_messages",
     "distill",
+    "distill_cached",
     "distill_cluster",
 ]
 
@@ -201,10 +202,31 @@ def distill(cluster: Cluster, llm: _Chats, config: Thresholds,
         LLMError: the model call failed (the pass decides what that means).
     """
     del config  # the thresholds do not shape the prompt; kept for a uniform stage signature
-    schema = answer_schema(cluster) if mode == "json" else None
-    result = llm.chat(build_messages(cluster, mode), temperature=TEMPERATURE,
-                      max_tokens=MAX_TOKENS, json_schema=schema, seed=SEED,
-                      prompt_version=f"{PROMPT_VERSION}-{mode}")
+    return _interpret(cluster, llm.chat(**_request(cluster, mode)), mode)
+
+
+def distill_cached(cluster: Cluster, llm: Any, mode: DistillMode = "yaml"
+                   ) -> Distillation | None:
+    """The distillation :func:`distill` would return if its answer is in the call cache.
+
+    None when it is not (no request is ever sent: the tuning views show only what a pass
+    has already paid for). ``llm`` is a :class:`~skillsynth.llm.ChatClient` with a cache.
+
+    Raises:
+        MalformedSkill: the cached answer is malformed (as :func:`distill` would).
+    """
+    result = llm.cached(**_request(cluster, mode))
+    return None if result is None else _interpret(cluster, result, mode)
+
+
+def _request(cluster: Cluster, mode: DistillMode) -> dict[str, Any]:
+    return {"messages": build_messages(cluster, mode), "temperature": TEMPERATURE,
+            "max_tokens": MAX_TOKENS,
+            "json_schema": answer_schema(cluster) if mode == "json" else None,
+            "seed": SEED, "prompt_version": f"{PROMPT_VERSION}-{mode}"}
+
+
+def _interpret(cluster: Cluster, result: Any, mode: DistillMode) -> Distillation:
     raw = result.content or ""
     if mode == "json":
         text, stripped = _from_json(raw), False

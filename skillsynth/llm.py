@@ -294,6 +294,39 @@ class ChatClient:
         Raises:
             LLMUnavailable, ModelNotFound, MalformedResponse: see the module docstring.
         """
+        payload, key = self._payload(messages, temperature=temperature, max_tokens=max_tokens,
+                                     stop=stop, json_schema=json_schema, tools=tools, seed=seed,
+                                     prompt_version=prompt_version)
+        if key is not None and self.cache is not None:
+            hit = self.cache.get(key)
+            if hit is not None:
+                return replace(self._parse(json.loads(hit)), cached=True)
+        self.conn.ensure_model()
+        body = self.conn.request("POST", "/chat/completions", payload)
+        self.calls += 1
+        result = self._parse(body)
+        if key is not None and self.cache is not None:
+            self.cache.put(key, json.dumps(body).encode("utf-8"), kind="chat",
+                           model=self.endpoint.model)
+        return result
+
+    def cached(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> ChatResult | None:
+        """The cached answer :meth:`chat` would return for these arguments, or None.
+
+        Never sends a request (the tuning views use it to show only what is already known).
+        """
+        _, key = self._payload(messages, **kwargs)
+        if key is None or self.cache is None:
+            return None
+        hit = self.cache.get(key)
+        return None if hit is None else replace(self._parse(json.loads(hit)), cached=True)
+
+    def _payload(self, messages: Sequence[Mapping[str, Any]], *, temperature: float = 0.0,
+                 max_tokens: int = 512, stop: Sequence[str] | None = None,
+                 json_schema: Mapping[str, Any] | None = None,
+                 tools: Sequence[Mapping[str, Any]] | None = None, seed: int | None = None,
+                 prompt_version: str = "") -> tuple[dict[str, Any], str | None]:
+        """The request body and its cache key (None without a cache)."""
         payload: dict[str, Any] = {"model": self.endpoint.model, "messages": list(messages),
                                    "temperature": temperature, "max_tokens": max_tokens,
                                    "stream": False}
@@ -312,17 +345,7 @@ class ChatClient:
             key = cache_key(kind="chat", backend=self.endpoint.backend, model=self.endpoint.model,
                             prompt_version=prompt_version,
                             request={k: v for k, v in payload.items() if k != "stream"})
-            hit = self.cache.get(key)
-            if hit is not None:
-                return replace(self._parse(json.loads(hit)), cached=True)
-        self.conn.ensure_model()
-        body = self.conn.request("POST", "/chat/completions", payload)
-        self.calls += 1
-        result = self._parse(body)
-        if key is not None and self.cache is not None:
-            self.cache.put(key, json.dumps(body).encode("utf-8"), kind="chat",
-                           model=self.endpoint.model)
-        return result
+        return payload, key
 
     def _parse(self, body: Any) -> ChatResult:
         try:

@@ -147,13 +147,25 @@ class FakeAnswer:
 
 
 class FakeDistiller:
-    """FAKE chat client for json-mode distillation: echoes the cluster's goal and tools."""
+    """FAKE chat client for json-mode distillation: echoes the cluster's goal and tools.
+
+    Like a ChatClient with a call cache, ``cached`` answers only what ``chat`` answered.
+    """
 
     def __init__(self) -> None:
         self.calls = 0
+        self._seen: set[str] = set()
+
+    def cached(self, messages, **kw):
+        key = json.dumps(messages, sort_keys=True)
+        return self._answer(messages, cached=True) if key in self._seen else None
 
     def chat(self, messages, **kw):
         self.calls += 1
+        self._seen.add(json.dumps(messages, sort_keys=True))
+        return self._answer(messages)
+
+    def _answer(self, messages, cached=False):
         user = messages[-1]["content"]
         goal = re.search(r"representative run: (.*)", user).group(1).strip()
         tools = re.search(r"Tools available to name: (.*)\.", user).group(1).split(", ")
@@ -162,7 +174,7 @@ class FakeDistiller:
             "name": "-".join(words) or "procedure",
             "when_to_use": f"The user wants this: {goal}",
             "tools_required": tools, "steps": [f"Call {t}" for t in tools],
-            "edge_cases": ["If a call fails, retry it once"], "skip": False}))
+            "edge_cases": ["If a call fails, retry it once"], "skip": False}), cached)
 
 
 class FakeToolAgent:

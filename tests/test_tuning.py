@@ -1,0 +1,100 @@
+"""The computations behind the tuning notebook's views, on a labelled synthetic corpus.
+
+The embedder and LLM are FAKES (tests/fakes.py): the family embedder puts each synthetic
+family on its own axis, so the answers below are known exactly.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from fakes import FakeDistiller, FakeFamilyEmbedder
+
+from skillsynth.config import Thresholds, load_thresholds
+from skillsynth.corpora import NoiseConfig, generate_corpus
+from skillsynth.distill import distill
+from skillsynth.errors import ConfigError
+from skillsynth.inject import TRUNCATION_MARKER
+from skillsynth.tuning import (
+    PairSample,
+    TuningSession,
+    pair_stats,
+    prompt_size,
+    write_settings_block,
+)
+
+#: The synthetic families whose true procedure has >= 3 steps (GAIA's min_steps).
+LONG = {"summarise-report", "reply-to-email", "run-tests", "index-folder", "compare-reports"}
+
+
+@pytest.fixture
+def session(tmp_path):
+    gen = generate_corpus(tmp_path / "c.db", seed=0, attempts=5,
+                          noise=NoiseConfig(0.0, 0.0, 0.0))
+    return TuningSession.prepare(gen.db_path, FakeFamilyEmbedder())
+
+
+def test_pair_stats_counts_exactly():
+    s = PairSample(np.array([0.9, 0.8, 0.7, 0.2], np.float32),
+                   np.array([True, False, True, False]), 4, False)
+    st = pair_stats(s, 0.75)
+    assert (st.predicted, st.same_family, st.precision, st.recall) == (2, 2, 0.5, 0.5)
+    assert pair_stats(s, 0.95).precision is None and pair_stats(s, 0.95).recall == 0.0
+
+
+def test_views_give_the_known_clusters_pairs_and_recalls(session):
+    # 8 families x 3 history attempts; only the >= 3-step families are detected
+    assert len(session.sequences) == 15 and len(session.probes) == 8
+    p = session.pairs
+    assert (len(p.cosines), int(p.same.sum())) == (105, 15)
+    cfg = Thresholds(similarity_tau=0.8, min_occurrences=3)
+    view = session.view(cfg, llm=FakeDistiller())
+    assert (view.pairs.precision, view.pairs.recall) == (1.0, 1.0)
+    assert sum(c.qualified for c in view.clusters) == 5 and view.not_distilled == 5
+    assert view.procedures == [] and all(r.recalled == () for r in view.recalls)
+    # the sliders that do not move tau re-judge the cached groups
+    assert sum(c.qualified for c in session.clusters(cfg.merge(min_occurrences=4))) == 0
+    assert len(session._groups) == 1
+    # distil the qualified clusters once (what a pass pays for); the view then uses them
+    llm = FakeDistiller()
+    for c in view.clusters[:5]:
+        distill(c, llm, cfg, "json")
+    view = session.view(cfg, llm=llm)
+    assert view.not_distilled == 0 and len(view.procedures) == 5 and llm.calls == 5
+    decided = {r.family: r.right for r in view.recalls}
+    assert decided == {f: (True if f in LONG else None) for f in decided}
+    assert set(decided) == LONG | {"find-invoice", "jira-status", "save-notes"}
+    assert view.summary()["right"] == 5
+    frame = view.clusters_frame(session.families)
+    assert sorted(frame["families"]) == sorted(LONG) and set(frame["size"]) == {3}
+
+
+def test_prompt_size_shows_the_truncation(session):
+    llm = FakeDistiller()
+    cfg = Thresholds(similarity_tau=0.8, max_recall_body_chars=10)
+    for c in session.clusters(cfg):
+        if c.qualified:
+            distill(c, llm, cfg, "json")
+    view = session.view(cfg, llm=llm)
+    assert view.prompt.truncated >= 1 and TRUNCATION_MARKER in view.prompt.block
+    assert view.prompt.tokens_estimate == -(-view.prompt.chars // 4)
+    wide = prompt_size([p.skill for p in view.procedures[:1]], cfg.merge(
+        max_recall_body_chars=10_000))
+    assert wide.truncated == 0 and TRUNCATION_MARKER not in wide.block
+
+
+def test_settings_block_round_trips_and_refuses_to_overwrite(tmp_path):
+    cfg = Thresholds(similarity_tau=0.41, min_occurrences=2, min_success_rate=0.6,
+                     max_recall_body_chars=900)
+    out = write_settings_block(cfg, tmp_path / "memory_settings.json")
+    assert load_thresholds(out, env={}) == cfg
+    with pytest.raises(ConfigError, match="file exists"):
+        write_settings_block(Thresholds(), out)
+    assert load_thresholds(out, env={}) == cfg  # untouched
+    gaia = tmp_path / "gaia.json"
+    gaia.write_text(json.dumps({"retention_days": 30, "skill_synthesis": {"enabled": False}}))
+    write_settings_block(cfg, gaia, overwrite=True)
+    data = json.loads(gaia.read_text())
+    assert data["retention_days"] == 30 and Thresholds.from_memory_settings(gaia) == cfg
