@@ -264,8 +264,10 @@ def _bench_tuning(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(f)
         return EXIT_OK
-    print(f"tuning view on a synthetic corpus: {f['sessions']} history sessions clustered, "
-          f"{f['probes']} probes")
+    print(f"tuning view on a synthetic corpus of {f['corpus_sessions']} sessions: "
+          f"{f['sessions']} history sessions clustered, {f['probes']} probes, "
+          f"{f['procedures_in_view']} distilled procedures in view "
+          f"({f['distilled_now']} distilled now)")
     print(f"  prepare (detect, embed, pair sample; embedder cache) {f['prepare_s']:.2f} s, once")
     k, m = f["update_keep_tau_s"], f["update_move_tau_s"]
     print(f"  update, tau kept (re-judge, cached distillations, recall) "

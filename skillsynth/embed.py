@@ -101,20 +101,27 @@ class Embedder:
                 hit = self.cache.get(keys[i] or "")
                 if hit is not None:
                     out[i] = np.frombuffer(hit, dtype="<f4").astype(np.float32)
-        todo = [i for i, v in enumerate(out) if v is None]
+        # each distinct text is requested once (corpora repeat goals verbatim)
+        where: dict[str, list[int]] = {}
+        for i, v in enumerate(out):
+            if v is None:
+                where.setdefault(inputs[i], []).append(i)
+        todo = list(where)
         batches = range(0, len(todo), self.batch_size)
         if progress and len(todo) > self.batch_size:
             from tqdm.auto import tqdm
 
             batches = tqdm(batches, desc="embedding", unit="batch")
         for start in batches:
-            idx = todo[start:start + self.batch_size]
-            vecs = self._request([inputs[i] for i in idx])
-            for i, v in zip(idx, vecs, strict=True):
-                out[i] = v
-                if self.cache is not None and keys[i] is not None:
-                    self.cache.put(keys[i] or "", v.astype("<f4").tobytes(), kind="embed",
-                                   model=self.endpoint.model)
+            chunk = todo[start:start + self.batch_size]
+            vecs = self._request(chunk)
+            for text, v in zip(chunk, vecs, strict=True):
+                first = where[text][0]
+                for i in where[text]:
+                    out[i] = v
+                if self.cache is not None and keys[first] is not None:
+                    self.cache.put(keys[first] or "", v.astype("<f4").tobytes(),
+                                   kind="embed", model=self.endpoint.model)
         if not inputs:
             return np.zeros((0, self._dim or 0), dtype=np.float32)
         arr = np.vstack([v for v in out if v is not None]).astype(np.float32)

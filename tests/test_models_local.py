@@ -66,6 +66,17 @@ def test_embeddings_have_the_models_dimension_and_unit_norm(servers):
         assert e.embed([]).shape == (0, 384)
 
 
+def test_a_repeated_text_is_embedded_once_per_call(servers):
+    with Embedder(servers.embed, batch_size=2) as e:
+        e.embed(["warm up"])  # the first request also checks the model list
+        n = e.conn.requests_sent
+        v = e.embed(["find my invoice", "draft a reply", "find my invoice", "draft a reply",
+                     "find my invoice"])
+        assert e.conn.requests_sent == n + 1  # two distinct texts: one batch of 2
+        assert np.array_equal(v[0], v[2]) and np.array_equal(v[1], v[3])
+        assert v.shape == (5, 384)
+
+
 def test_similar_goals_score_higher_than_unrelated(servers):
     with Embedder(servers.embed) as e:
         a, b, c = e.embed(["Cancel my flight reservation ABC123",
