@@ -12,13 +12,15 @@ report, checks, KPIs). ``summary.json`` is the point's done marker.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import shutil
 import socket
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -123,6 +125,24 @@ def check_floors(store: MemoryStore, strategy: Strategy, llm: Any, embedder: Emb
     The store ends as it began (a disabled procedure is re-enabled). None: the floor could
     not be provoked here (no synthesis in this design, nothing to distil, nothing recalled).
     """
+    with _quiet("skillsynth.synthesize"):  # the off-states below are provoked on purpose
+        return _provoke(store, strategy, llm, embedder, config, mode, probe_goal, recaller)
+
+
+@contextlib.contextmanager
+def _quiet(name: str) -> Iterator[None]:
+    logger = logging.getLogger(name)
+    level = logger.level
+    logger.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _provoke(store: MemoryStore, strategy: Strategy, llm: Any, embedder: Embeds,
+             config: Thresholds, mode: DistillMode, probe_goal: str | None,
+             recaller: Callable[[], Recaller]) -> dict[str, bool | None]:
     out: dict[str, bool | None] = {}
     if strategy.method is None:
         return {"memory-disabled": None, "synthesis-disabled": None,
@@ -246,40 +266,9 @@ def run_point(cfg: EvalConfig, llm: Any, embedder: Embeds, out_dir: str | Path, 
         fam_of = {c.id: c.families for c in checks}
         active_fams = {f for p in store.procedures(active_only=True) for f in fam_of.get(p.id, ())}
         recaller = strategy.recaller(store, embedder, th)
-        rows: list[ProbeResult] = []
-        bar = _progress(split.probes, progress, "probes")
-        floor_hit = False
-        floor_goal = None  # a goal that recalled something (else any): the floors reuse it
-        recall_floor_ok = True
-        for p in bar:
-            goal = goals.get(p.session_id)
-            if goal is None:  # a probe without a goal cannot be recalled for; counted below
-                continue
-            calls = probe_calls[p.session_id]
-            family = str(p.task_id)
-            base = estimate_steps(calls, None)
-            common = {"strategy": cfg.strategy, "probe_session": p.session_id,
-                      "family": family, "goal": goal, "steps_recorded": base.baseline,
-                      "success": p.success, "family_has_procedure": family in active_fams}
-            rows.append(ProbeResult(arm="no-memory", recalled_ids=(), recalled_scores=(),
-                                    recalled_right=0, steps=base.baseline,
-                                    steps_method="recorded", **common))
-            t1, h0 = time.perf_counter(), _hits_of(embedder)
-            hits: list[Recall] = recaller(goal)
-            if floor_goal is None or (hits and not floor_hit):
-                floor_goal, floor_hit = goal, bool(hits)
-            recall_floor_ok &= all(h.procedure.active for h in hits) and (
-                strategy.recall_kind != "embedding"
-                or all(h.score >= th.similarity_tau for h in hits))
-            skills = [skill_from_procedure(h.procedure) for h in hits]
-            est = estimate_steps(calls, [t for s in skills for t in s.tools_required])
-            rows.append(ProbeResult(
-                arm="memory", recalled_ids=tuple(h.procedure.id for h in hits),
-                recalled_scores=tuple(round(h.score, 6) for h in hits),
-                recalled_right=sum(1 for h in hits if family in fam_of.get(h.procedure.id, ())),
-                steps=est.estimate, steps_method=RULE if hits else "recorded",
-                prompt_chars=len(inject(skills, th)), cache_hits=_hits_of(embedder) - h0,
-                wall_s=round(time.perf_counter() - t1, 4), **common))
+        rows, floor_goal, recall_floor_ok = _replay_rows(
+            cfg, strategy, split, goals, probe_calls, fam_of, active_fams, recaller, embedder,
+            progress)
         if cfg.live:
             rows += _live_rows(cfg, llm, store, rows, world, probe_calls, labels, recaller, th)
         floors = check_floors(store, strategy, llm, embedder, th, cfg.mode, floor_goal,
@@ -322,6 +311,53 @@ def run_point(cfg: EvalConfig, llm: Any, embedder: Embeds, out_dir: str | Path, 
                    encoding="utf-8")
     os.replace(tmp, out / SUMMARY)
     return PointResult(out, tuple(rows), kpis, summary)
+
+
+def _replay_rows(cfg: EvalConfig, strategy: Strategy, split: Split, goals: Mapping[str, str],
+                 probe_calls: Mapping[str, Sequence[ToolCall]],
+                 fam_of: Mapping[str, tuple[str, ...]], active_fams: set[str],
+                 recaller: Recaller, embedder: Embeds, progress: bool
+                 ) -> tuple[list[ProbeResult], str | None, bool]:
+    """Both arms of every probe under the replay rule.
+
+    Also returns a goal for the floors (one that recalled something, else any) and whether
+    every recall respected tau and the procedures' state.
+    """
+    th = cfg.thresholds
+    rows: list[ProbeResult] = []
+    floor_goal: str | None = None
+    floor_hit = False
+    recall_ok = True
+    for p in _progress(split.probes, progress, "probes"):
+        goal = goals.get(p.session_id)
+        if goal is None:  # a probe without a goal cannot be recalled for; counted in split
+            continue
+        calls = probe_calls[p.session_id]
+        family = str(p.task_id)
+        base = estimate_steps(calls, None)
+        common = {"strategy": cfg.strategy, "probe_session": p.session_id, "family": family,
+                  "goal": goal, "steps_recorded": base.baseline, "success": p.success,
+                  "family_has_procedure": family in active_fams}
+        rows.append(ProbeResult(arm="no-memory", recalled_ids=(), recalled_scores=(),
+                                recalled_right=0, steps=base.baseline, steps_method="recorded",
+                                **common))
+        t1, h0 = time.perf_counter(), _hits_of(embedder)
+        hits: list[Recall] = recaller(goal)
+        if floor_goal is None or (hits and not floor_hit):
+            floor_goal, floor_hit = goal, bool(hits)
+        recall_ok &= all(h.procedure.active for h in hits) and (
+            strategy.recall_kind != "embedding"
+            or all(h.score >= th.similarity_tau for h in hits))
+        skills = [skill_from_procedure(h.procedure) for h in hits]
+        est = estimate_steps(calls, [t for s in skills for t in s.tools_required])
+        rows.append(ProbeResult(
+            arm="memory", recalled_ids=tuple(h.procedure.id for h in hits),
+            recalled_scores=tuple(round(h.score, 6) for h in hits),
+            recalled_right=sum(1 for h in hits if family in fam_of.get(h.procedure.id, ())),
+            steps=est.estimate, steps_method=RULE if hits else "recorded",
+            prompt_chars=len(inject(skills, th)), cache_hits=_hits_of(embedder) - h0,
+            wall_s=round(time.perf_counter() - t1, 4), **common))
+    return rows, floor_goal, recall_ok
 
 
 def _live_rows(cfg: EvalConfig, llm: Any, store: MemoryStore, replay: Sequence[ProbeResult],
