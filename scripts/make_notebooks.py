@@ -98,7 +98,16 @@ report.similarity_table(run)"""),
     ("markdown", "## Format validity and floors"),
     ("code", """report.validity_table(run)"""),
     ("markdown", "## Against the committed baseline"),
-    ("code", """report.baseline_table(run, baseline) if baseline else "no baseline given\""""),
+    ("code", """import pandas as pd
+
+if baseline:
+    table = report.baseline_table(run, baseline)
+    print(f"{int((~table['ok']).sum()) if len(table) else 0} of {len(table)} baseline "
+          f"check(s) failed ({baseline})")
+    with pd.option_context("display.max_rows", 1000):
+        display(table)
+else:
+    print("no baseline given")"""),
 ]
 
 WALKTHROUGH = [

@@ -90,11 +90,18 @@ class CallCache:
             self._hits += 1
             return bytes(row[0])
 
-    def put(self, key: str, value: bytes, *, kind: str, model: str) -> None:
-        """Store an answer; an existing entry for the key is kept (answers are immutable)."""
+    def put(self, key: str, value: bytes, *, kind: str, model: str) -> bytes:
+        """Store an answer and return the stored one: an existing entry wins.
+
+        Answers are immutable. Two processes that asked the same question at once (sweep
+        workers) may have got different answers from the server; both then use the one
+        stored first, so every run that reads this cache sees the same answer.
+        """
         with self._lock:
             self._conn.execute("INSERT OR IGNORE INTO calls (key, kind, model, value) "
                                "VALUES (?, ?, ?, ?)", (key, kind, model, value))
+            row = self._conn.execute("SELECT value FROM calls WHERE key = ?", (key,)).fetchone()
+        return bytes(row[0]) if row is not None else value
 
     def stats(self) -> CacheStats:
         """Counts for reports (``cache hits`` in a pass report, hit rate in a sweep)."""

@@ -117,11 +117,12 @@ class Embedder:
             vecs = self._request(chunk)
             for text, v in zip(chunk, vecs, strict=True):
                 first = where[text][0]
+                if self.cache is not None and keys[first] is not None:
+                    stored = self.cache.put(keys[first] or "", v.astype("<f4").tobytes(),
+                                            kind="embed", model=self.endpoint.model)
+                    v = np.frombuffer(stored, dtype="<f4").astype(np.float32)  # first wins
                 for i in where[text]:
                     out[i] = v
-                if self.cache is not None and keys[first] is not None:
-                    self.cache.put(keys[first] or "", v.astype("<f4").tobytes(),
-                                   kind="embed", model=self.endpoint.model)
         if not inputs:
             return np.zeros((0, self._dim or 0), dtype=np.float32)
         arr = np.vstack([v for v in out if v is not None]).astype(np.float32)

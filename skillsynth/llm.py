@@ -306,8 +306,9 @@ class ChatClient:
         self.calls += 1
         result = self._parse(body)
         if key is not None and self.cache is not None:
-            self.cache.put(key, json.dumps(body).encode("utf-8"), kind="chat",
-                           model=self.endpoint.model)
+            stored = self.cache.put(key, json.dumps(body).encode("utf-8"), kind="chat",
+                                    model=self.endpoint.model)
+            result = self._parse(json.loads(stored))  # the first stored answer wins
         return result
 
     def cached(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> ChatResult | None:

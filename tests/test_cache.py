@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from fakes import LEMONADE_RECORDED as REC
 from fakes import FakeServer
 
@@ -44,3 +46,27 @@ def test_second_identical_call_sends_no_request(tmp_path):
         assert second.cached and not first.cached and second.content == first.content
         client.chat(msgs, prompt_version="p2")
         assert len([r for r in srv.requests if r[0] == "POST"]) == 2
+
+
+def test_concurrent_askers_all_use_the_first_stored_answer(tmp_path):
+    """Two sweep workers asked the same question and got different answers: both keep the
+    first one stored, so every later run reads the same answer."""
+    path = tmp_path / "cache.db"
+    with CallCache(path) as a, CallCache(path) as b:
+        assert a.put("k", b"first", kind="chat", model="m") == b"first"
+        assert b.put("k", b"second", kind="chat", model="m") == b"first"
+        assert b.get("k") == b"first"
+    routes = {("GET", "/api/v1/models"): (200, REC["models"]),
+              ("POST", "/api/v1/chat/completions"): (200, REC["chat"])}
+    msgs = [{"role": "user", "content": "hi"}]
+    with FakeServer(routes) as srv, CallCache(tmp_path / "c2.db") as cache:
+        ep = Endpoint("lemonade", srv.base_url, "Gemma-4-E4B-it-GGUF")
+        client = ChatClient(ep, cache=cache)
+        key = client._payload(msgs, prompt_version="p")[1]
+        other = dict(REC["chat"], choices=[{"index": 0, "finish_reason": "stop",
+                                            "message": {"role": "assistant",
+                                                        "content": "Stored first."}}])
+        cache.put(key, json.dumps(other).encode(), kind="chat", model="m")  # the other worker
+        cache.get = lambda k: None  # this worker looked before the other stored its answer
+        assert client.chat(msgs, prompt_version="p").content == "Stored first."
+        assert len(srv.requests) == 2  # it did ask (model list, then the completion)

@@ -373,8 +373,13 @@ def gate(run_dir: str | Path, baseline: str | Path | None = None) -> list[GateCh
 
 
 def baseline_table(run: Run, baseline: str | Path) -> pd.DataFrame:
-    """:func:`gate`'s checks as a table (the report's baseline section)."""
-    return pd.DataFrame([c.__dict__ for c in gate(run.path, baseline)])
+    """The baseline's KPI checks of :func:`gate`, one row per point and KPI.
+
+    Validity and floor checks are in :func:`validity_table`; this is the regression part.
+    """
+    rows = [c.__dict__ for c in gate(run.path, baseline)
+            if not c.check.startswith(("validity_", "floor ", "point finished"))]
+    return pd.DataFrame(rows).set_index(["point", "check"]) if rows else pd.DataFrame()
 
 
 def write_baseline(run_dir: str | Path, out: str | Path, *, kpis: Mapping[str, float],
