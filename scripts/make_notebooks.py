@@ -25,7 +25,8 @@ recalled for, and tool steps are scored with the replay rule (an **estimate**; s
 corpus = "eval/results/example/corpus/corpus.db"   # a corpus memory.db with its labels file
 strategy = "skillsynth"        # skillsynth | gaia-greedy | cortexprism | pheron | none
 thresholds = {"similarity_tau": 0.8, "min_occurrences": 3, "max_recall_body_chars": 1500}
-k = 3                          # attempts per task in the history; attempt k+1 is the probe
+k = 3                          # attempts per family in the history; attempt k+1 is the probe
+family = "task"                # family rule: task (same task) or tools (same kind of task)
 mode = "json"                  # distillation mode: json (small models) or yaml (GAIA's)
 seed = 0                       # bootstrap seed
 n_boot = 2000                  # bootstrap resamples per interval
@@ -41,7 +42,8 @@ from skillsynth.config import Thresholds
 from skillsynth.evaluation import EvalConfig, run_point
 
 cfg = EvalConfig(corpus, strategy=strategy, thresholds=Thresholds().merge(thresholds),
-                 k=k, mode=mode, seed=seed, n_boot=n_boot, live=live, step_limit=step_limit)
+                 k=k, mode=mode, seed=seed, n_boot=n_boot, live=live, step_limit=step_limit,
+                 family=family)
 with open_clients(BackendSpec(**backend)) as (llm, embedder):
     result = run_point(cfg, llm, embedder, out_dir)
 result.summary["split"]"""),

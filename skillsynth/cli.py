@@ -439,7 +439,7 @@ def _eval_point(args: argparse.Namespace) -> int:
     th = load_thresholds(args.config, overrides=_parse_sets(args.set))
     cfg = EvalConfig(args.corpus, strategy=args.strategy, thresholds=th, k=args.k,
                      mode=args.mode, seed=args.seed, labels=args.labels, live=args.live,
-                     step_limit=args.step_limit)
+                     step_limit=args.step_limit, family=args.family)
     with _clients(args) as (chat, emb):
         res = run_point(cfg, chat, emb, args.out, progress=True)
     if args.json:
@@ -701,7 +701,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--strategy", default="skillsynth",
                    choices=("skillsynth", "gaia-greedy", "cortexprism", "pheron", "none"),
                    help="the procedural-memory design under test")
-    p.add_argument("--k", type=int, default=3, help="history attempts per task (probe: k+1)")
+    p.add_argument("--k", type=int, default=3, help="history attempts per family (probe: k+1)")
+    p.add_argument("--family", choices=("task", "tools"), default="task",
+                   help="family rule: the same task, or tasks with the same state-changing "
+                        "ground-truth tools (tests generalisation)")
     p.add_argument("--mode", choices=("yaml", "json"), default="json",
                    help="distillation mode")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")

@@ -28,12 +28,12 @@ import pandas as pd
 
 from .cluster import Cluster, Method, cluster_by_goal, embed_goals, requalify
 from .config import SETTINGS_BLOCK, Thresholds
-from .corpora.labels import LabelStore, labels_path_for
+from .corpora.labels import labels_path_for
 from .detect import SessionSequence, extract_sequences
 from .distill import DistillMode, distill_cached
 from .embed import Embeds
 from .errors import ConfigError, MalformedSkill, SkillsynthError
-from .evaluation.split import load_split
+from .evaluation.split import FamilyRule, load_split
 from .inject import inject
 from .skill import Skill
 from .store import MemoryStore
@@ -229,7 +229,7 @@ class TuningSession:
     @classmethod
     def prepare(cls, corpus_db: str | Path, embedder: Embeds, *, k: int = 3,
                 min_steps: int = 3, labels_path: str | Path | None = None,
-                seed: int = 0) -> TuningSession:
+                family: FamilyRule = "task", seed: int = 0) -> TuningSession:
         """Detect the history, embed its goals and the probes' goals, sample goal pairs.
 
         The corpus is read-only. A GAIA ``memory.db`` without labels can be tuned too: make
@@ -241,9 +241,8 @@ class TuningSession:
         """
         db = Path(corpus_db)
         lab = Path(labels_path) if labels_path else labels_path_for(db)
-        split = load_split(db, k, labels_path=lab)
-        with LabelStore(lab) as ls:
-            fam = {x.session_id: x.task_id for x in ls.all()}
+        split = load_split(db, k, labels_path=lab, family=family)
+        fam: dict[str, str | None] = dict(split.families)
         with MemoryStore.open(db, read_only=True) as store:
             det = extract_sequences(store, Thresholds(min_steps=min_steps), advance=False)
             goals = store.first_user_turns([p.session_id for p in split.probes])
@@ -252,7 +251,7 @@ class TuningSession:
             raise SkillsynthError(f"{db}: no history session has a goal and {min_steps} "
                                   "successful calls; nothing to cluster")
         vectors = embed_goals(seqs, embedder)
-        probes = [(p.session_id, str(p.task_id), goals[p.session_id].content)
+        probes = [(p.session_id, str(split.family(p.session_id)), goals[p.session_id].content)
                   for p in split.probes if p.session_id in goals]
         pv = embedder.embed([g for _, _, g in probes], kind="query") if probes else \
             np.zeros((0, vectors.shape[1]), np.float32)

@@ -32,6 +32,7 @@ from skillsynth.evaluation import (
 )
 from skillsynth.evaluation.agent import ReplayToolEnv, judge_success, run_agent
 from skillsynth.evaluation.metrics import ProbeResult
+from skillsynth.evaluation.split import family_of
 from skillsynth.skill import Skill
 from skillsynth.store import MemoryStore, Procedure, ToolCall
 from skillsynth.strategies.keyword import KeywordIndex
@@ -310,3 +311,41 @@ def test_live_kpis_pair_the_arms_per_probe():
     assert k["live_success_change"].value == pytest.approx(0.0)  # b lost, c gained
     assert k["live_share_made_worse"].value == pytest.approx(1 / 3)
     assert k["step_reduction"].n == 0  # live rows never enter the replay KPIs
+
+
+# ---------------------------------------------------------------- cross-task families
+def test_tools_rule_groups_tasks_by_their_state_changing_ground_truth():
+    lab = SessionLabel("s", "t", "7", 1, actions=(
+        {"name": "get_user_details", "arguments": {}},
+        {"name": "cancel_reservation", "arguments": {"id": "X"}}))
+    assert family_of(lab, "tools") == "tools:cancel_reservation"
+    assert family_of(lab, "task") == "7"
+    reads = SessionLabel("s", "t", "8", 1, actions=({"name": "get_flight", "arguments": {}},))
+    assert family_of(reads, "tools") == "tools:read-only"
+    assert family_of(SessionLabel("s", "t", "9", 1), "tools") is None
+    with pytest.raises(SkillsynthError, match="family rule"):
+        family_of(lab, "kind")
+
+
+@pytest.mark.parametrize("kind", ["synthetic", "taubench"])
+def test_tools_families_span_tasks_and_still_never_leak(tmp_path, kind):
+    if kind == "synthetic":
+        db = generate_corpus(tmp_path / "s8.db", families=8, attempts=5, seed=1).db_path
+    else:
+        db = _corpus(kind, tmp_path)
+    split = load_split(db, k=3, family="tools")
+    with LabelStore(labels_path_for(db)) as ls:
+        labels = {x.session_id: x for x in ls.all()}
+    probes = {p.session_id for p in split.probes}
+    assert probes and not probes & split.history and not split.left_out & split.history
+    for p in split.probes:  # the probe is its family's 4th session in time
+        fam = split.family(p.session_id)
+        members = sorted((x for x in labels.values() if split.family(x.session_id) == fam),
+                         key=lambda x: (x.started_at or "", x.attempt or 0, x.session_id))
+        assert members[3].session_id == p.session_id
+        assert {x.session_id for x in members[:3]} <= split.history
+    if kind == "synthetic":  # three tasks that all index documents are one family
+        fam = {labels[s].task_id for s, f in split.families.items()
+               if f == "tools:index_document"}
+        assert fam == {"summarise-report", "compare-reports", "index-folder"}
+        assert len(split.probes) == 6  # 8 tasks, 6 tool families

@@ -99,7 +99,7 @@ def test_killed_sweep_resumes_and_a_rerun_point_is_a_cache_hit(tmp_path):
     assert all(c.ok for c in gate(run, base))
 
 
-def _summary(tmp: Path, *, validity=1.0, floor=True, fired=0.5) -> Path:
+def _summary(tmp: Path, *, validity=1.0, floor=True, fired=0.5, status="ran") -> Path:
     def kpi(v):
         return {"value": v, "lo": v, "hi": v, "n": 4, "unit": "probes", "estimate": False}
 
@@ -107,7 +107,8 @@ def _summary(tmp: Path, *, validity=1.0, floor=True, fired=0.5) -> Path:
           "params": {"similarity_tau": 0.5, "min_occurrences": 2, "max_recall_body_chars": 9},
           "kpis": {"validity_gaia691": kpi(validity), "validity_agentskills": kpi(1.0),
                    "synthesis_fired_rate": kpi(fired)},
-          "floors": {"llm-unavailable": floor, "disabled-not-recalled": None}}
+          "floors": {"llm-unavailable": floor, "disabled-not-recalled": None},
+          "pass_status": status}
     (tmp / "summary.json").write_text(json.dumps({"name": "x", "points": [pt]}))
     base = tmp / "base.json"
     base.write_text(json.dumps({"entries": [{"match": {"strategy": "skillsynth"}, "kpis": {
@@ -120,8 +121,9 @@ def _summary(tmp: Path, *, validity=1.0, floor=True, fired=0.5) -> Path:
     ({"validity": 0.75}, {"validity_gaia691"}),
     ({"floor": False}, {"floor llm-unavailable"}),
     ({"fired": 0.4}, {"synthesis_fired_rate"}),
+    ({"status": "llm-unavailable"}, {"synthesis pass ran"}),
 ])
-def test_gate_fails_on_validity_floors_and_regressions(tmp_path, change, failing):
+def test_gate_fails_on_validity_floors_a_pass_that_did_not_run_and_regressions(tmp_path, change, failing):
     base = _summary(tmp_path, **change)
     assert {c.check for c in gate(tmp_path, base) if not c.ok} == failing
 

@@ -43,7 +43,7 @@ from ..synthesize import PassReport
 from .agent import ReplayToolEnv, run_agent
 from .metrics import KPI, N_BOOT, ProbeResult, ProcedureCheck, point_kpis
 from .replay import RULE, estimate_steps
-from .split import Split, build_history, load_split
+from .split import FAMILY_RULES, FamilyRule, Split, build_history, load_split
 
 __all__ = ["SUMMARY", "EvalConfig", "PointResult", "check_floors", "run_point"]
 
@@ -66,6 +66,7 @@ class EvalConfig:
         seed: the bootstrap seed.
         n_boot: bootstrap resamples per interval.
         labels: the labels file (default ``<corpus>.labels.sqlite``).
+        family: how sessions form families (``task`` or ``tools``; see :mod:`.split`).
         live: also run the live agent (both arms per probe) on the chat model.
         step_limit: the live agent's most tool calls per arm.
     """
@@ -78,6 +79,7 @@ class EvalConfig:
     seed: int = 0
     n_boot: int = N_BOOT
     labels: str | None = None
+    family: FamilyRule = "task"
     live: bool = False
     step_limit: int = 12
 
@@ -85,6 +87,9 @@ class EvalConfig:
         get_strategy(self.strategy)  # fail on a typo before any work
         if self.k < 1:
             raise SkillsynthError(f"k must be >= 1, got {self.k}")
+        if self.family not in FAMILY_RULES:
+            raise SkillsynthError(f"family must be one of {', '.join(FAMILY_RULES)}, got "
+                                  f"{self.family!r}")
         if self.step_limit < 1:
             raise SkillsynthError(f"step_limit must be >= 1, got {self.step_limit}")
 
@@ -178,19 +183,18 @@ def _provoke(store: MemoryStore, strategy: Strategy, llm: Any, embedder: Embeds,
     return out
 
 
-def _families(proc: Procedure, labels: Mapping[str, SessionLabel]) -> tuple[str, ...]:
-    """The most common task family of the procedure's provenance (all of them on a tie)."""
+def _families(proc: Procedure, split: Split) -> tuple[str, ...]:
+    """The most common family of the procedure's provenance (all of them on a tie)."""
     sessions = proc.provenance.get("from_sessions", []) if proc.provenance else []
-    counts = Counter(labels[s].task_id for s in sessions
-                     if s in labels and labels[s].task_id is not None)
+    counts = Counter(f for f in (split.family(s) for s in sessions) if f is not None)
     if not counts:
         return ()
     top = max(counts.values())
     return tuple(sorted(str(f) for f, n in counts.items() if n == top))
 
 
-def _check_procedures(store: MemoryStore, split: Split, labels: Mapping[str, SessionLabel],
-                      out_dir: Path) -> list[ProcedureCheck]:
+def _check_procedures(store: MemoryStore, split: Split, out_dir: Path
+                      ) -> list[ProcedureCheck]:
     probes = {p.session_id for p in split.probes}
     checks = []
     for proc in store.procedures():
@@ -206,7 +210,7 @@ def _check_procedures(store: MemoryStore, split: Split, labels: Mapping[str, Ses
         known = store.sessions_with_calls(sessions)
         prov_ok = bool(sessions) and all(s in known and s in split.history
                                          and s not in probes for s in sessions)
-        checks.append(ProcedureCheck(proc.id, proc.name, _families(proc, labels), valid,
+        checks.append(ProcedureCheck(proc.id, proc.name, _families(proc, split), valid,
                                      errors, prov_ok))
     return checks
 
@@ -245,7 +249,7 @@ def run_point(cfg: EvalConfig, llm: Any, embedder: Embeds, out_dir: str | Path, 
     strategy = get_strategy(cfg.strategy)
     th = cfg.thresholds
     labels_file = Path(cfg.labels) if cfg.labels else labels_path_for(cfg.corpus)
-    split = load_split(cfg.corpus, cfg.k, labels_path=labels_file)
+    split = load_split(cfg.corpus, cfg.k, labels_path=labels_file, family=cfg.family)
     if not split.probes:
         raise SkillsynthError(f"{cfg.corpus}: no task has more than k={cfg.k} attempts, so "
                               "there is no probe to evaluate")
@@ -262,7 +266,7 @@ def run_point(cfg: EvalConfig, llm: Any, embedder: Embeds, out_dir: str | Path, 
         if hasattr(embedder, "embedder_id"):
             check_store_embedder(store, embedder)  # type: ignore[arg-type]
         report: PassReport | None = strategy.synthesize(store, llm, embedder, th, mode=cfg.mode)
-        checks = _check_procedures(store, split, labels, out)
+        checks = _check_procedures(store, split, out)
         fam_of = {c.id: c.families for c in checks}
         active_fams = {f for p in store.procedures(active_only=True) for f in fam_of.get(p.id, ())}
         recaller = strategy.recaller(store, embedder, th)
@@ -333,7 +337,7 @@ def _replay_rows(cfg: EvalConfig, strategy: Strategy, split: Split, goals: Mappi
         if goal is None:  # a probe without a goal cannot be recalled for; counted in split
             continue
         calls = probe_calls[p.session_id]
-        family = str(p.task_id)
+        family = str(split.family(p.session_id))
         base = estimate_steps(calls, None)
         common = {"strategy": cfg.strategy, "probe_session": p.session_id, "family": family,
                   "goal": goal, "steps_recorded": base.baseline, "success": p.success,

@@ -348,6 +348,10 @@ def gate(run_dir: str | Path, baseline: str | Path | None = None) -> list[GateCh
     base = _load_baseline(baseline) if baseline else {"entries": []}
     for pt in summary["points"]:
         k = pt["kpis"]
+        status = pt.get("pass_status")
+        if status is not None:  # a design with synthesis: a pass that did not run is no result
+            checks.append(GateCheck(pt["id"], "synthesis pass ran", None, f"status {status!r}",
+                                    status == "ran"))
         for prof in PROFILES:
             v = k[f"validity_{prof}"]["value"]
             checks.append(GateCheck(pt["id"], f"validity_{prof}", v, "= 1.0 (or no procedure)",
@@ -378,7 +382,8 @@ def baseline_table(run: Run, baseline: str | Path) -> pd.DataFrame:
     Validity and floor checks are in :func:`validity_table`; this is the regression part.
     """
     rows = [c.__dict__ for c in gate(run.path, baseline)
-            if not c.check.startswith(("validity_", "floor ", "point finished"))]
+            if not c.check.startswith(("validity_", "floor ", "point finished",
+                                       "synthesis pass"))]
     return pd.DataFrame(rows).set_index(["point", "check"]) if rows else pd.DataFrame()
 
 

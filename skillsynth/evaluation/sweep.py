@@ -58,7 +58,7 @@ __all__ = [
 #: What a grid may vary: the strategy and the three thresholds the KPIs are swept over.
 GRID_KEYS = ("strategy", "similarity_tau", "min_occurrences", "max_recall_body_chars")
 _SPEC_KEYS = {"name", "description", "corpus", "backend", "mode", "k", "seed", "n_boot",
-              "workers", "base", "grid", "points", "live", "step_limit"}
+              "workers", "base", "grid", "points", "live", "step_limit", "family"}
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,7 @@ class SweepSpec:
         base: thresholds fixed for every point.
         mode, k, seed, n_boot: passed to every point.
         live, step_limit: run the live agent at every point, with this step limit.
+        family: the family rule of the split (``task`` or ``tools``).
         workers: points run at once.
         source: the spec file.
     """
@@ -92,6 +93,7 @@ class SweepSpec:
     workers: int = 2
     live: bool = False
     step_limit: int = 12
+    family: str = "task"
     description: str = ""
     source: str = ""
 
@@ -126,6 +128,7 @@ class SweepSpec:
                    seed=int(data.get("seed", 0)), n_boot=int(data.get("n_boot", 2000)),
                    workers=int(data.get("workers", 2)), live=bool(data.get("live", False)),
                    step_limit=int(data.get("step_limit", 12)),
+                   family=str(data.get("family", "task")),
                    description=str(data.get("description", "")), source=str(p))
         spec.check()
         return spec
@@ -146,6 +149,9 @@ class SweepSpec:
         if self.mode not in ("json", "yaml"):
             raise ConfigError(f"mode must be json or yaml, got {self.mode!r}", key="mode",
                               source=src)
+        if self.family not in ("task", "tools"):
+            raise ConfigError(f"family must be task or tools, got {self.family!r}",
+                              key="family", source=src)
         if self.workers < 1:
             raise ConfigError("workers must be >= 1", key="workers", source=src)
         kinds = set(self.corpus) if isinstance(self.corpus, Mapping) else set()
@@ -335,7 +341,7 @@ def _execute_point(point: Point, spec: SweepSpec, corpus: Path, backend: Backend
     params = {"corpus": str(corpus), "strategy": point.strategy,
               "thresholds": point.thresholds().to_settings_block(),
               "k": spec.k, "mode": spec.mode, "seed": spec.seed, "n_boot": spec.n_boot,
-              "live": spec.live, "step_limit": spec.step_limit,
+              "live": spec.live, "step_limit": spec.step_limit, "family": spec.family,
               "backend": asdict(backend), "out_dir": str(point_dir)}
     papermill.execute_notebook(str(notebook), str(point_dir / "point.ipynb"),
                                parameters=params, progress_bar=False, cwd=str(point_dir),
@@ -471,7 +477,9 @@ def aggregate(run_dir: Path, points: Sequence[Point], spec: SweepSpec) -> dict[s
             if not (pdir / SUMMARY).exists():
                 continue
             s = json.loads((pdir / SUMMARY).read_text(encoding="utf-8"))
-            params = {"point": p.id, "strategy": p.strategy, **p.thresholds().to_settings_block()}
+            params = {"point": p.id, "strategy": p.strategy,
+                      "corpus_sha256": s["corpus"]["sha256"],
+                      **p.thresholds().to_settings_block()}
             for line in (pdir / "results.jsonl").read_text(encoding="utf-8").splitlines():
                 fh.write(json.dumps(params | json.loads(line), ensure_ascii=False) + "\n")
             mc = s["model_calls"]
@@ -481,6 +489,7 @@ def aggregate(run_dir: Path, points: Sequence[Point], spec: SweepSpec) -> dict[s
                             "llm_calls": mc["synthesis"] + mc["agent"],
                             "cache_hits": mc["synthesis_cache_hits"] + mc["agent_cache_hits"],
                             "model_calls": mc, "wall_s": s["wall_s"],
+                            "pass_status": (s.get("pass") or {}).get("status"),
                             "corpus": s["corpus"], "versions": s["versions"]})
     return {"name": spec.name, "spec": spec.as_dict(), "points": entries,
             "n_points": len(points), "finished": len(entries), "produced_by": produced_by()}
