@@ -41,6 +41,7 @@ from ..errors import ConfigError, SkillsynthError
 from ..store import MemoryStore
 from ..strategies import get_strategy
 from .protocol import SUMMARY
+from .split import FamilyRule, family_of
 
 __all__ = [
     "GRID_KEYS",
@@ -93,7 +94,7 @@ class SweepSpec:
     workers: int = 2
     live: bool = False
     step_limit: int = 12
-    family: str = "task"
+    family: FamilyRule = "task"
     description: str = ""
     source: str = ""
 
@@ -128,7 +129,7 @@ class SweepSpec:
                    seed=int(data.get("seed", 0)), n_boot=int(data.get("n_boot", 2000)),
                    workers=int(data.get("workers", 2)), live=bool(data.get("live", False)),
                    step_limit=int(data.get("step_limit", 12)),
-                   family=str(data.get("family", "task")),
+                   family=data.get("family", "task"),
                    description=str(data.get("description", "")), source=str(p))
         spec.check()
         return spec
@@ -158,6 +159,11 @@ class SweepSpec:
         if len(kinds) != 1 or not kinds <= {"synthetic", "import", "db"}:
             raise ConfigError("corpus must have exactly one of 'synthetic', 'import', 'db'",
                               key="corpus", source=src)
+        imp = self.corpus.get("import")
+        if "import" in kinds and (not isinstance(imp, Mapping) or "format" not in imp
+                                  or not isinstance(imp.get("files"), list)):
+            raise ConfigError("corpus.import needs 'format' and a list of 'files'",
+                              key="corpus.import", source=src)
         for pt in expand_points(self):
             get_strategy(pt.strategy)
             pt.thresholds()
@@ -268,7 +274,7 @@ def _build_corpus(spec: SweepSpec, run_dir: Path, log: Any) -> Path:
 
 
 def goal_similarities(corpus_db: str | Path, embedder: Any, *, max_pairs: int = 20000,
-                      seed: int = 0) -> dict[str, Any]:
+                      seed: int = 0, family: FamilyRule = "task") -> dict[str, Any]:
     """Cosines between labelled sessions' goals, same family vs different family.
 
     What a maintainer looks at to place tau for an embedder: tau should sit above most
@@ -276,7 +282,7 @@ def goal_similarities(corpus_db: str | Path, embedder: Any, *, max_pairs: int = 
     when there are more than ``max_pairs`` of a kind.
     """
     with LabelStore(labels_path_for(corpus_db)) as ls:
-        fam = {x.session_id: x.task_id for x in ls.all() if x.task_id is not None}
+        fam = {x.session_id: f for x in ls.all() if (f := family_of(x, family)) is not None}
     with MemoryStore.open(corpus_db, read_only=True) as store:
         goals = {s: t.content for s, t in store.first_user_turns(list(fam)).items()}
     ids = sorted(goals)
@@ -295,7 +301,8 @@ def goal_similarities(corpus_db: str | Path, embedder: Any, *, max_pairs: int = 
         return [round(float(a), 4) for a in x]
 
     return {"same": sample(vals[same_mask]), "different": sample(vals[~same_mask]),
-            "n_sessions": len(ids), "embedder": getattr(embedder, "embedder_id", None)}
+            "n_sessions": len(ids), "embedder": getattr(embedder, "embedder_id", None),
+            "family": family}
 
 
 @dataclass(frozen=True)
@@ -385,48 +392,15 @@ def run_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval/
     skipped = tuple(p.id for p in points if p not in todo)
     if skipped:
         log(f"{len(skipped)} of {len(points)} point(s) already done; running {len(todo)}")
-    failed: dict[str, str] = {}
-    ran: list[str] = []
     cache_path = cache or str(models_home() / "cache.db")
     with _shared_backend(spec, cache_path) as backend:
         if not (run_dir / "similarity.json").exists():
             with open_clients(backend) as (_, emb):
-                sims = goal_similarities(corpus, emb, seed=spec.seed)
+                sims = goal_similarities(corpus, emb, seed=spec.seed, family=spec.family)
             (run_dir / "similarity.json").write_text(json.dumps(sims), encoding="utf-8")
         n_workers = max(1, min(workers or spec.workers, len(todo) or 1))
-        bar = None
-        if progress:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=len(todo), desc=f"sweep {spec.name}", unit="point")
-        # Points that share a synthesis (same strategy and synthesis thresholds) would ask
-        # the model the same questions; run one of each first, the rest after, so the rest
-        # are cache hits rather than concurrent duplicate requests (which llama.cpp does not
-        # always answer identically).
-        firsts: dict[str, Point] = {}
-        for p in todo:
-            firsts.setdefault(p.synthesis_key, p)
-        phases = [list(firsts.values()), [p for p in todo if p not in firsts.values()]]
-        with ThreadPoolExecutor(max_workers=n_workers) as pool:
-            for phase in phases:
-                futures = {pool.submit(_execute_point, p, spec, corpus, backend,
-                                       run_dir / "points" / p.id, notebook): p for p in phase}
-                for fut in as_completed(futures):
-                    p = futures[fut]
-                    try:
-                        fut.result()
-                        ran.append(p.id)
-                    except Exception as exc:  # noqa: BLE001 (one failed point must not stop the others)
-                        # papermill's error carries the kernel's exception name and value
-                        name = getattr(exc, "ename", None)
-                        what = (f"{name}: {getattr(exc, 'evalue', '')}" if name
-                                else f"{type(exc).__name__}: {exc}")
-                        failed[p.id] = what[:2000]
-                        log(f"point {p.id} failed: {failed[p.id].splitlines()[0]}")
-                    if bar is not None:
-                        bar.update(1)
-        if bar is not None:
-            bar.close()
+        ran, failed = _run_points(todo, spec, corpus, backend, run_dir, notebook, n_workers,
+                                  progress, log)
     summary = aggregate(run_dir, points, spec)
     summary["failed"] = failed
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str),
@@ -436,6 +410,49 @@ def run_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval/
                        round(time.perf_counter() - t0, 2),
                        sum(s["llm_calls"] for s in ran_summaries),
                        sum(s["cache_hits"] for s in ran_summaries))
+
+
+def _run_points(todo: Sequence[Point], spec: SweepSpec, corpus: Path, backend: BackendSpec,
+                run_dir: Path, notebook: Path, workers: int, progress: bool, log: Any
+                ) -> tuple[list[str], dict[str, str]]:
+    """Execute points in parallel workers; the ids that ran and the errors of those that failed.
+
+    Points that share a synthesis (same strategy and synthesis thresholds) would ask the
+    model the same questions; one of each runs first, the rest after, so the rest are cache
+    hits rather than concurrent duplicate requests.
+    """
+    ran: list[str] = []
+    failed: dict[str, str] = {}
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(todo), desc=f"sweep {spec.name}", unit="point")
+    firsts: dict[str, Point] = {}
+    for p in todo:
+        firsts.setdefault(p.synthesis_key, p)
+    phases = [list(firsts.values()), [p for p in todo if p not in firsts.values()]]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for phase in phases:
+            futures = {pool.submit(_execute_point, p, spec, corpus, backend,
+                                   run_dir / "points" / p.id, notebook): p for p in phase}
+            for fut in as_completed(futures):
+                p = futures[fut]
+                try:
+                    fut.result()
+                    ran.append(p.id)
+                except Exception as exc:  # noqa: BLE001 (one failed point must not stop the others)
+                    # papermill's error carries the kernel's exception name and value
+                    name = getattr(exc, "ename", None)
+                    what = (f"{name}: {getattr(exc, 'evalue', '')}" if name
+                            else f"{type(exc).__name__}: {exc}")
+                    failed[p.id] = what[:2000]
+                    log(f"point {p.id} failed: {failed[p.id].splitlines()[0]}")
+                if bar is not None:
+                    bar.update(1)
+    if bar is not None:
+        bar.close()
+    return ran, failed
 
 
 def produced_by() -> dict[str, Any]:
