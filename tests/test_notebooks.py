@@ -41,3 +41,16 @@ def test_tuning_notebook_runs_without_widgets_and_writes_settings(tmp_path, meth
     assert (th.similarity_tau, th.min_occurrences) == (0.35, 2)
     text = json.dumps(json.loads((tmp_path / "tuning.ipynb").read_text())["cells"])
     assert "pair_precision" in text and "largest injected block" in text
+
+
+def test_tuning_notebook_builds_its_widgets(tmp_path):
+    import ipywidgets  # noqa: F401  (the notebooks extra; the README's test command installs it)
+
+    _run("tuning.ipynb", tmp_path / "tuning.ipynb", workdir=str(tmp_path / "tune"),
+         interactive=True, distill_first=False)
+    outputs = [o for c in json.loads((tmp_path / "tuning.ipynb").read_text())["cells"]
+               for o in c.get("outputs", [])]
+    views = [o for o in outputs if "application/vnd.jupyter.widget-view+json"
+             in o.get("data", {})]
+    assert views, "the widget box was not displayed"
+    assert not any(o.get("output_type") == "error" for o in outputs)
