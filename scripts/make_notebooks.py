@@ -92,8 +92,11 @@ if not pngs:
     print("no chart: max_recall_body_chars took one value in this run")"""),
     ("markdown", """## Where tau should sit for this embedder
 
-Goal similarity of sessions of the same task family against different families. A good tau
-lies above most of the different-family mass and below most of the same-family mass."""),
+Left: goal similarity of sessions of the same family against different families (what
+clustering compares). Right: each probe's goal against the best synthesized procedure of its
+own family and of another family (what recall compares: the distilled when_to_use, not a
+goal). A good tau lies above most of each plot's lower mass and below most of its upper mass;
+when the two plots disagree, one tau cannot serve both clustering and recall."""),
     ("code", """for png in report.plot_similarity(run, plots):
     display(Image(filename=str(png)))
 report.similarity_table(run)"""),

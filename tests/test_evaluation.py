@@ -217,6 +217,10 @@ def test_point_kpis_on_a_hand_built_corpus_are_exact(tmp_path):
     by = {(r["family"], r["arm"]): r for r in rows}
     assert (by["invoice", "memory"]["steps"], by["invoice", "no-memory"]["steps"]) == (3, 4)
     assert by["jira", "memory"]["recalled_ids"] == []
+    # the recall diagnostic: own-family procedure near 1, none for jira, others near 0
+    assert by["invoice", "memory"]["best_right_score"] > 0.95
+    assert by["jira", "memory"]["best_right_score"] is None
+    assert by["jira", "memory"]["best_wrong_score"] < 0.1
     summary = json.loads((tmp_path / "pt" / "summary.json").read_text())
     assert summary["corpus"]["sha256"] == file_sha256(db)
     assert summary["config"]["thresholds"]["similarity_tau"] == 0.8

@@ -54,6 +54,10 @@ class ProbeResult:
         tokens: model tokens the arm used (live agent only).
         llm_calls, cache_hits: model calls the arm made and cache hits among them.
         wall_s: seconds the arm took.
+        best_right_score, best_wrong_score: the highest embedding cosine of the probe's goal
+            to any active procedure of its own family, and of another family (a
+            diagnostic of where recall's tau should sit, whatever the strategy recalls by;
+            None when there is no such procedure).
     """
 
     strategy: str
@@ -74,6 +78,8 @@ class ProbeResult:
     llm_calls: int = 0
     cache_hits: int = 0
     wall_s: float = 0.0
+    best_right_score: float | None = None
+    best_wrong_score: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready (one line of ``results.jsonl``)."""

@@ -35,7 +35,7 @@ from ..errors import MalformedSkill, SkillsynthError, SkillValidationError
 from ..export import export_skill
 from ..inject import inject
 from ..llm import ChatClient, Endpoint
-from ..recall import Recall, skill_from_procedure
+from ..recall import ProcedureIndex, Recall, skill_from_procedure
 from ..skill import PROFILES
 from ..store import MemoryStore, Procedure, ToolCall
 from ..strategies import Recaller, Strategy, get_strategy
@@ -271,8 +271,8 @@ def run_point(cfg: EvalConfig, llm: Any, embedder: Embeds, out_dir: str | Path, 
         active_fams = {f for p in store.procedures(active_only=True) for f in fam_of.get(p.id, ())}
         recaller = strategy.recaller(store, embedder, th)
         rows, floor_goal, recall_floor_ok = _replay_rows(
-            cfg, strategy, split, goals, probe_calls, fam_of, active_fams, recaller, embedder,
-            progress)
+            cfg, strategy, split, goals, probe_calls, fam_of, active_fams, recaller,
+            ProcedureIndex.from_store(store), embedder, progress)
         if cfg.live:
             rows += _live_rows(cfg, llm, store, rows, world, probe_calls, labels, recaller, th)
         floors = check_floors(store, strategy, llm, embedder, th, cfg.mode, floor_goal,
@@ -320,7 +320,7 @@ def run_point(cfg: EvalConfig, llm: Any, embedder: Embeds, out_dir: str | Path, 
 def _replay_rows(cfg: EvalConfig, strategy: Strategy, split: Split, goals: Mapping[str, str],
                  probe_calls: Mapping[str, Sequence[ToolCall]],
                  fam_of: Mapping[str, tuple[str, ...]], active_fams: set[str],
-                 recaller: Recaller, embedder: Embeds, progress: bool
+                 recaller: Recaller, index: ProcedureIndex, embedder: Embeds, progress: bool
                  ) -> tuple[list[ProbeResult], str | None, bool]:
     """Both arms of every probe under the replay rule.
 
@@ -347,6 +347,7 @@ def _replay_rows(cfg: EvalConfig, strategy: Strategy, split: Split, goals: Mappi
                                 **common))
         t1, h0 = time.perf_counter(), _hits_of(embedder)
         hits: list[Recall] = recaller(goal)
+        right_score, wrong_score = _best_scores(index, embedder, goal, family, fam_of)
         if floor_goal is None or (hits and not floor_hit):
             floor_goal, floor_hit = goal, bool(hits)
         recall_ok &= all(h.procedure.active for h in hits) and (
@@ -360,8 +361,25 @@ def _replay_rows(cfg: EvalConfig, strategy: Strategy, split: Split, goals: Mappi
             recalled_right=sum(1 for h in hits if family in fam_of.get(h.procedure.id, ())),
             steps=est.estimate, steps_method=RULE if hits else "recorded",
             prompt_chars=len(inject(skills, th)), cache_hits=_hits_of(embedder) - h0,
-            wall_s=round(time.perf_counter() - t1, 4), **common))
+            wall_s=round(time.perf_counter() - t1, 4), best_right_score=right_score,
+            best_wrong_score=wrong_score, **common))
     return rows, floor_goal, recall_ok
+
+
+def _best_scores(index: ProcedureIndex, embedder: Embeds, goal: str, family: str,
+                 fam_of: Mapping[str, tuple[str, ...]]) -> tuple[float | None, float | None]:
+    """Best cosine of the goal to a procedure of its family, and to one of another."""
+    if not len(index):
+        return None, None
+    q = embedder.embed([goal], kind="query")[0]  # cached: recall embedded it already
+    right = wrong = None
+    for h in index.search(q, top_k=len(index), tau=-1.0):
+        if family in fam_of.get(h.procedure.id, ()):
+            right = h.score if right is None else max(right, h.score)
+        else:
+            wrong = h.score if wrong is None else max(wrong, h.score)
+    return (None if right is None else round(right, 6),
+            None if wrong is None else round(wrong, 6))
 
 
 def _live_rows(cfg: EvalConfig, llm: Any, store: MemoryStore, replay: Sequence[ProbeResult],

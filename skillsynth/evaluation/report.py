@@ -243,27 +243,53 @@ def plot_body_chars(run: Run, out_dir: str | Path) -> list[Path]:
     return [path]
 
 
+def _recall_scores(run: Run) -> tuple[np.ndarray, np.ndarray, str]:
+    """Probe-goal vs when_to_use best cosines (own family, other family) of one strategy."""
+    rows = run.rows
+    if rows.empty or "best_right_score" not in rows:
+        return np.zeros(0), np.zeros(0), ""
+    mem = rows[(rows["arm"] == "memory") & (rows["steps_method"] != "live")]
+    strategy = "skillsynth" if (mem["strategy"] == "skillsynth").any() else \
+        (mem["strategy"].iloc[0] if len(mem) else "")
+    mem = mem[mem["strategy"] == strategy]
+    return (mem["best_right_score"].dropna().to_numpy(float),
+            mem["best_wrong_score"].dropna().to_numpy(float), str(strategy))
+
+
 def plot_similarity(run: Run, out_dir: str | Path) -> list[Path]:
-    """Histogram of same- vs different-family goal cosines, swept taus marked (PNG)."""
+    """Where tau should sit (PNG): goal vs goal cosines by family, and probe goal vs the
+    synthesized procedures' when_to_use (what recall actually compares), swept taus marked."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     same, diff = run.similarity.get("same", []), run.similarity.get("different", [])
-    if not same and not diff:
+    right, wrong, strategy = _recall_scores(run)
+    if not same and not diff and not right.size:
         return []
-    fig, ax = plt.subplots(figsize=(8, 4))
-    bins = [float(b) for b in np.linspace(min(same + diff), 1.0, 50)]
-    ax.hist(diff, bins=bins, alpha=0.6, density=True, label=f"different family (n={len(diff)})")
-    ax.hist(same, bins=bins, alpha=0.6, density=True, label=f"same family (n={len(same)})")
-    for tau in sorted(set(run.points["similarity_tau"])) if not run.points.empty else []:
-        ax.axvline(tau, color="k", ls="--", lw=0.8)
-        ax.text(tau, ax.get_ylim()[1] * 0.95, f"tau={tau:g}", rotation=90, fontsize=7,
-                va="top")
-    ax.set_xlabel(f"goal cosine ({run.similarity.get('embedder')})")
-    ax.set_ylabel("density")
-    ax.legend()
+    fig, (a, b) = plt.subplots(1, 2, figsize=(13, 4))
+    taus = sorted(set(run.points["similarity_tau"])) if not run.points.empty else []
+    panels = ((a, diff, same, "different family", "same family",
+               f"goal vs goal ({run.similarity.get('embedder')})"),
+              (b, wrong, right, "best other-family procedure", "best own-family procedure",
+               f"probe goal vs procedure when_to_use ({strategy} points)"))
+    for ax, lo_vals, hi_vals, lo_name, hi_name, title in panels:
+        vals = list(lo_vals) + list(hi_vals)
+        if not vals:
+            ax.set_title(f"{title}: no data")
+            continue
+        bins = [float(x) for x in np.linspace(min(vals + [0.0]), 1.0, 50)]
+        ax.hist(lo_vals, bins=bins, alpha=0.6, density=True, label=f"{lo_name} (n={len(lo_vals)})")
+        ax.hist(hi_vals, bins=bins, alpha=0.6, density=True, label=f"{hi_name} (n={len(hi_vals)})")
+        for tau in taus:
+            ax.axvline(tau, color="k", ls="--", lw=0.8)
+            ax.text(tau, ax.get_ylim()[1] * 0.95, f"tau={tau:g}", rotation=90, fontsize=7,
+                    va="top")
+        ax.set_xlabel("cosine")
+        ax.set_ylabel("density")
+        ax.set_title(title, fontsize=9)
+        ax.legend(fontsize=7)
     fig.tight_layout()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -274,15 +300,20 @@ def plot_similarity(run: Run, out_dir: str | Path) -> list[Path]:
 
 
 def similarity_table(run: Run) -> pd.DataFrame:
-    """Per swept tau: share of same-family pairs at or above it, and of different-family."""
+    """Per swept tau: the share of goal pairs at or above it (same and different family),
+    and of probes whose best own-family / other-family procedure is at or above it."""
     same = np.asarray(run.similarity.get("same", []))
     diff = np.asarray(run.similarity.get("different", []))
+    right, wrong, _ = _recall_scores(run)
     taus = sorted(set(run.points["similarity_tau"])) if not run.points.empty else []
-    return pd.DataFrame([{"tau": t,
-                          "same_family_at_or_above": float((same >= t).mean()) if same.size
-                          else None, "n_same": int(same.size),
-                          "different_family_at_or_above": float((diff >= t).mean())
-                          if diff.size else None, "n_different": int(diff.size)}
+
+    def share(x: np.ndarray, t: float) -> float | None:
+        return float((x >= t).mean()) if x.size else None
+
+    return pd.DataFrame([{"tau": t, "goal_pairs_same": share(same, t), "n_same": int(same.size),
+                          "goal_pairs_different": share(diff, t), "n_different": int(diff.size),
+                          "probe_own_procedure": share(right, t), "n_own": int(right.size),
+                          "probe_other_procedure": share(wrong, t), "n_other": int(wrong.size)}
                          for t in taus]).set_index("tau") if taus else pd.DataFrame()
 
 
