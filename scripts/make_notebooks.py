@@ -260,14 +260,16 @@ TUNING = [
     ("markdown", """# Threshold tuning
 
 Move `similarity_tau`, `min_occurrences`, `min_success_rate`, `max_recall_body_chars`, the
-cluster method, top_k and the corpus, and watch: the goal-pair similarity histograms with the
+cluster method, top_k and the corpus (a labelled corpus, or your own GAIA `memory.db`,
+opened read-only), and watch: the goal-pair similarity histograms with the
 tau line and pairwise precision/recall, the clusters that qualify, what each probe would
 recall and whether it is right, and the injected prompt size. Goals are embedded once per
 corpus; distillations come only from the call cache ("Distil missing" is the one button that
 calls the LLM). "Write settings" saves the thresholds as GAIA's `memory_settings.json` block.
 Without widgets (papermill) the notebook renders the parameter values once."""),
     ("parameters", """# Parameters (papermill overrides these)
-# corpus memory.db files with their labels beside; an empty list builds synthetic-8
+# corpus memory.db files (labels beside them; a GAIA memory.db without labels is read-only
+# and shows clusters but no probes); an empty list builds synthetic-8
 corpora = []
 workdir = "eval/results/tuning"  # where the default corpus and the settings file go
 backend = {"backend": "local"}   # skillsynth.backend.BackendSpec fields

@@ -232,27 +232,29 @@ class TuningSession:
                 family: FamilyRule = "task", seed: int = 0) -> TuningSession:
         """Detect the history, embed its goals and the probes' goals, sample goal pairs.
 
-        The corpus is read-only. A GAIA ``memory.db`` without labels can be tuned too: make
-        it a corpus first (``skillsynth corpus import --format gaia-db``); without task
-        families there are no probes and no pairwise precision.
+        The database is opened read-only. A user's own GAIA ``memory.db`` (no labels file
+        beside it) works as it is: every session is history, and with no families there
+        are no probes and no pairwise precision; clusters, their members and prompt sizes
+        still show.
 
         Raises:
             SkillsynthError: no history session has a goal and ``min_steps`` calls.
         """
         db = Path(corpus_db)
         lab = Path(labels_path) if labels_path else labels_path_for(db)
-        split = load_split(db, k, labels_path=lab, family=family)
-        fam: dict[str, str | None] = dict(split.families)
+        split = load_split(db, k, labels_path=lab, family=family) if lab.exists() else None
+        fam: dict[str, str | None] = dict(split.families) if split else {}
+        probe_labels = split.probes if split else ()
         with MemoryStore.open(db, read_only=True) as store:
             det = extract_sequences(store, Thresholds(min_steps=min_steps), advance=False)
-            goals = store.first_user_turns([p.session_id for p in split.probes])
-        seqs = tuple(s for s in det.qualified if s.session_id in split.history)
+            goals = store.first_user_turns([p.session_id for p in probe_labels])
+        seqs = tuple(s for s in det.qualified if split is None or s.session_id in split.history)
         if not seqs:
             raise SkillsynthError(f"{db}: no history session has a goal and {min_steps} "
                                   "successful calls; nothing to cluster")
         vectors = embed_goals(seqs, embedder)
-        probes = [(p.session_id, str(split.family(p.session_id)), goals[p.session_id].content)
-                  for p in split.probes if p.session_id in goals]
+        probes = [(p.session_id, str(fam.get(p.session_id)), goals[p.session_id].content)
+                  for p in probe_labels if p.session_id in goals]
         pv = embedder.embed([g for _, _, g in probes], kind="query") if probes else \
             np.zeros((0, vectors.shape[1]), np.float32)
         pairs = sample_pairs(vectors, [fam.get(s.session_id) for s in seqs], seed=seed)

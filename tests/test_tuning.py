@@ -98,3 +98,24 @@ def test_settings_block_round_trips_and_refuses_to_overwrite(tmp_path):
     write_settings_block(cfg, gaia, overwrite=True)
     data = json.loads(gaia.read_text())
     assert data["retention_days"] == 30 and Thresholds.from_memory_settings(gaia) == cfg
+
+
+def test_a_users_own_gaia_db_is_tuned_read_only_without_labels(tmp_path):
+    import hashlib
+
+    from skillsynth.store import MemoryStore
+
+    db = tmp_path / "memory.db"
+    with MemoryStore.init(db) as s:
+        for i in range(4):
+            with s.transaction():
+                for t in ("search_file", "read_file", "draft_reply"):
+                    s.log_tool_call(f"u{i}", t, {"i": i}, "ok", True)
+                s.add_turn(f"u{i}", "user", f"reply to the mail from person {i}")
+    before = hashlib.sha256(db.read_bytes()).hexdigest()
+    ts = TuningSession.prepare(db, FakeFamilyEmbedder())
+    view = ts.view(Thresholds(similarity_tau=0.8, min_occurrences=3))
+    assert [c.size for c in view.clusters if c.qualified] == [4]
+    assert view.recalls == [] and view.pairs.precision is None and len(ts.pairs.cosines) == 0
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == before
+    assert not (tmp_path / "memory.db-wal").exists()
