@@ -134,3 +134,13 @@ def test_gate_rejects_a_malformed_baseline(tmp_path):
     bad.write_text(json.dumps({"entries": [{"match": {}, "kpis": {"x": {"value": 1}}}]}))
     with pytest.raises(ConfigError, match="needs value, tolerance"):
         gate(tmp_path, bad)
+
+
+@pytest.mark.parametrize("spec", sorted((Path(__file__).resolve().parent.parent / "eval"
+                                          / "sweeps").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_sweep_spec_is_valid(spec):
+    s = SweepSpec.load(spec)
+    assert expand_points(s) and s.name == spec.stem
+    if "import" in s.corpus:  # shipped files, relative to the spec
+        for f in s.corpus["import"]["files"]:
+            assert (spec.parent / f).resolve().is_file(), f
