@@ -30,12 +30,31 @@ __all__ = [
     "Thresholds",
     "gaia_memory_disabled",
     "load_thresholds",
+    "read_config_file",
 ]
 
 #: Prefix of the environment variables that override thresholds (``SKILLSYNTH_SIMILARITY_TAU``).
 ENV_PREFIX = "SKILLSYNTH_"
 #: The key of GAIA's ``memory_settings.json`` that holds the synthesis thresholds.
 SETTINGS_BLOCK = "skill_synthesis"
+
+
+def read_config_file(path: str | Path, what: str) -> Any:
+    """Parse a JSON (``.json``) or YAML file, or raise ConfigError naming it.
+
+    ``what`` names the file in the not-found message (``"sweep spec"``, ``"baseline file"``).
+    """
+    p = Path(path)
+    is_json = p.suffix.lower() == ".json"
+    try:
+        text = p.read_text(encoding="utf-8")
+        return json.loads(text) if is_json else yaml.safe_load(text)
+    except FileNotFoundError as exc:
+        raise ConfigError(f"{what} not found", source=str(p)) from exc
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"not valid JSON: {exc}", source=str(p)) from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"not valid YAML: {exc}", source=str(p)) from exc
 
 
 def _doc(text: str, lo: float | None = None, hi: float | None = None) -> dict[str, Any]:
@@ -96,12 +115,7 @@ class Thresholds:
         keys of the file belong to GAIA and are ignored.
         """
         path = Path(path)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError as exc:
-            raise ConfigError("settings file not found", source=str(path)) from exc
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"not valid JSON: {exc}", source=str(path)) from exc
+        data = read_config_file(path, "settings file")
         if not isinstance(data, dict):
             raise ConfigError("top level must be a JSON object", source=str(path))
         block = data.get(SETTINGS_BLOCK, {})
@@ -114,12 +128,7 @@ class Thresholds:
     def from_yaml(cls, path: str | Path, *, base: Thresholds | None = None) -> Thresholds:
         """Read thresholds from YAML: either the block itself or a ``skill_synthesis:`` key."""
         path = Path(path)
-        try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except FileNotFoundError as exc:
-            raise ConfigError("config file not found", source=str(path)) from exc
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"not valid YAML: {exc}", source=str(path)) from exc
+        data = read_config_file(path, "config file")
         if data is None:
             data = {}
         if not isinstance(data, dict):

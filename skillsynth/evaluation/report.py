@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..config import read_config_file
 from ..errors import ConfigError, SkillsynthError
 from ..skill import PROFILES
 
@@ -342,12 +343,7 @@ class GateCheck:
 
 def _load_baseline(path: str | Path) -> dict[str, Any]:
     p = Path(path)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise ConfigError("baseline file not found", source=str(p)) from exc
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"not valid JSON: {exc}", source=str(p)) from exc
+    data = read_config_file(p, "baseline file")
     entries = data.get("entries") if isinstance(data, dict) else None
     if not isinstance(entries, list):
         raise ConfigError("a baseline has an 'entries' list", key="entries", source=str(p))

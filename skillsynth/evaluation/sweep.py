@@ -35,7 +35,7 @@ import numpy as np
 import yaml
 
 from ..backend import BackendSpec, open_clients
-from ..config import Thresholds
+from ..config import Thresholds, read_config_file
 from ..corpora.labels import LabelStore, labels_path_for
 from ..errors import ConfigError, SkillsynthError
 from ..store import MemoryStore
@@ -106,12 +106,7 @@ class SweepSpec:
             ConfigError: naming the file and the bad key.
         """
         p = Path(path)
-        try:
-            data = yaml.safe_load(p.read_text(encoding="utf-8"))
-        except FileNotFoundError as exc:
-            raise ConfigError("sweep spec not found", source=str(p)) from exc
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"not valid YAML: {exc}", source=str(p)) from exc
+        data = read_config_file(p, "sweep spec")
         if not isinstance(data, dict):
             raise ConfigError("a sweep spec is a mapping", source=str(p))
         unknown = sorted(set(data) - _SPEC_KEYS)
