@@ -162,15 +162,32 @@ def _pivot_points(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["max_recall_body_chars"] == body]
 
 
-def plot_heatmaps(run: Run, out_dir: str | Path) -> list[Path]:
-    """Step reduction, recall precision and hit rate over tau x min_occurrences (PNG)."""
+def _pyplot() -> Any:
+    """matplotlib's pyplot on the file-only Agg backend (reports run without a display)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def _save(fig: Any, out_dir: str | Path, name: str) -> Path:
+    """Lay out, write ``out_dir/name`` as PNG, and free the figure."""
+    import matplotlib.pyplot as plt
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(out / name, dpi=110)
+    plt.close(fig)
+    return out / name
+
+
+def plot_heatmaps(run: Run, out_dir: str | Path) -> list[Path]:
+    """Step reduction, recall precision and hit rate over tau x min_occurrences (PNG)."""
+    plt = _pyplot()
+
     written = []
     for strategy, df in run.points.groupby("strategy"):
         df = _pivot_points(df)
@@ -198,20 +215,13 @@ def plot_heatmaps(run: Run, out_dir: str | Path) -> list[Path]:
             fig.colorbar(im, ax=ax, shrink=0.8)
         fig.suptitle(f"{strategy}: KPIs over tau x min_occurrences "
                      f"(max_recall_body_chars={int(df['max_recall_body_chars'].iloc[0])})")
-        fig.tight_layout()
-        path = out / f"heatmap-{strategy}.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        written.append(path)
+        written.append(_save(fig, out_dir, f"heatmap-{strategy}.png"))
     return written
 
 
 def plot_body_chars(run: Run, out_dir: str | Path) -> list[Path]:
     """Injected prompt size and step reduction against max_recall_body_chars (PNG)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
 
     df, rows = run.points, run.rows
     if df.empty or df["max_recall_body_chars"].nunique() < 2 or rows.empty:
@@ -235,13 +245,7 @@ def plot_body_chars(run: Run, out_dir: str | Path) -> list[Path]:
     b.set_ylabel("step reduction (replay estimate)")
     b.set_title("step reduction, 95% CI")
     b.legend(fontsize=6)
-    fig.tight_layout()
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "body-chars.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return [path]
+    return [_save(fig, out_dir, "body-chars.png")]
 
 
 def _recall_scores(run: Run) -> tuple[np.ndarray, np.ndarray, str]:
@@ -260,10 +264,7 @@ def _recall_scores(run: Run) -> tuple[np.ndarray, np.ndarray, str]:
 def plot_similarity(run: Run, out_dir: str | Path) -> list[Path]:
     """Where tau should sit (PNG): goal vs goal cosines by family, and probe goal vs the
     synthesized procedures' when_to_use (what recall actually compares), swept taus marked."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
 
     same, diff = run.similarity.get("same", []), run.similarity.get("different", [])
     right, wrong, strategy = _recall_scores(run)
@@ -291,13 +292,7 @@ def plot_similarity(run: Run, out_dir: str | Path) -> list[Path]:
         ax.set_ylabel("density")
         ax.set_title(title, fontsize=9)
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "similarity.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return [path]
+    return [_save(fig, out_dir, "similarity.png")]
 
 
 def similarity_table(run: Run) -> pd.DataFrame:
