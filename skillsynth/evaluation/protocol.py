@@ -25,12 +25,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .. import __version__
 from ..cache import file_sha256
 from ..config import Thresholds
 from ..corpora.labels import LabelStore, SessionLabel, labels_path_for
 from ..distill import PROMPT_VERSION, DistillMode
-from ..embed import Embeds, check_store_embedder
+from ..embed import Embeds, Kind, check_store_embedder
 from ..errors import MalformedSkill, SkillsynthError, SkillValidationError
 from ..export import export_skill
 from ..inject import inject
@@ -269,14 +271,15 @@ def run_point(cfg: EvalConfig, llm: Any, embedder: Embeds, out_dir: str | Path, 
         checks = _check_procedures(store, split, out)
         fam_of = {c.id: c.families for c in checks}
         active_fams = {f for p in store.procedures(active_only=True) for f in fam_of.get(p.id, ())}
-        recaller = strategy.recaller(store, embedder, th)
+        queries = _QueryMemo(embedder)  # recall and the score diagnostic share each query
+        recaller = strategy.recaller(store, queries, th)
         rows, floor_goal, recall_floor_ok = _replay_rows(
             cfg, strategy, split, goals, probe_calls, fam_of, active_fams, recaller,
-            ProcedureIndex.from_store(store), embedder, progress)
+            ProcedureIndex.from_store(store), queries, progress)
         if cfg.live:
             rows += _live_rows(cfg, llm, store, rows, world, probe_calls, labels, recaller, th)
         floors = check_floors(store, strategy, llm, embedder, th, cfg.mode, floor_goal,
-                              lambda: strategy.recaller(store, embedder, th))
+                              lambda: strategy.recaller(store, queries, th))
     floors["recall-threshold-and-state"] = recall_floor_ok if any(
         r.recalled_ids for r in rows) else None
     floors["malformed-skipped"] = (report.status == "ran") if report is not None and any(
@@ -366,12 +369,31 @@ def _replay_rows(cfg: EvalConfig, strategy: Strategy, split: Split, goals: Mappi
     return rows, floor_goal, recall_ok
 
 
+class _QueryMemo:
+    """An embedder that embeds each query text once per point (documents pass through)."""
+
+    def __init__(self, inner: Embeds):
+        self.inner = inner
+        self.cache = getattr(inner, "cache", None)  # hit counts stay the inner embedder's
+        self._vectors: dict[str, np.ndarray] = {}
+
+    def embed(self, texts: Sequence[str], *, kind: Kind = "document",
+              progress: bool = False) -> np.ndarray:
+        if kind != "query":
+            return self.inner.embed(texts, kind=kind, progress=progress)
+        todo = [t for t in dict.fromkeys(texts) if t not in self._vectors]
+        if todo:
+            for t, v in zip(todo, self.inner.embed(todo, kind="query"), strict=True):
+                self._vectors[t] = v
+        return np.vstack([self._vectors[t] for t in texts])
+
+
 def _best_scores(index: ProcedureIndex, embedder: Embeds, goal: str, family: str,
                  fam_of: Mapping[str, tuple[str, ...]]) -> tuple[float | None, float | None]:
     """Best cosine of the goal to a procedure of its family, and to one of another."""
     if not len(index):
         return None, None
-    q = embedder.embed([goal], kind="query")[0]  # cached: recall embedded it already
+    q = embedder.embed([goal], kind="query")[0]  # a _QueryMemo: recall embedded it already
     right = wrong = None
     for h in index.search(q, top_k=len(index), tau=-1.0):
         if family in fam_of.get(h.procedure.id, ()):
