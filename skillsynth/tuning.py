@@ -30,7 +30,7 @@ from .cluster import Cluster, Method, cluster_by_goal, embed_goals, requalify
 from .config import SETTINGS_BLOCK, Thresholds
 from .corpora.labels import labels_path_for
 from .detect import SessionSequence, extract_sequences
-from .distill import DistillMode, distill_cached
+from .distill import DistillMode, distill, distill_cached
 from .embed import Embeds
 from .errors import ConfigError, MalformedSkill, SkillsynthError
 from .evaluation.split import FamilyRule, load_split
@@ -285,8 +285,6 @@ class TuningSession:
         The one step of tuning that calls the LLM; the answers land in the call cache, so
         every later view at these clusters is free. At most ``max_clusters_per_pass``.
         """
-        from .distill import distill
-
         n = 0
         qualified = [c for c in self.clusters(config, method) if c.qualified]
         for c in qualified[: config.max_clusters_per_pass]:

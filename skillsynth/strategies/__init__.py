@@ -31,7 +31,7 @@ from ..config import Thresholds
 from ..distill import DistillMode
 from ..embed import Embeds
 from ..errors import SkillsynthError
-from ..recall import ProcedureIndex, Recall
+from ..recall import ProcedureIndex, Recall, recall
 from ..store import MemoryStore
 from ..synthesize import PassReport, synthesize_skills
 from .keyword import KeywordIndex
@@ -93,13 +93,7 @@ class Strategy:
             kw = KeywordIndex(store.procedures(active_only=True))
             return lambda goal: kw.search(goal, top_k=PHERON_TOP_K)
         index = ProcedureIndex.from_store(store)
-
-        def by_embedding(goal: str) -> list[Recall]:
-            if not len(index):
-                return []
-            q = embedder.embed([goal], kind="query")[0]
-            return index.search(q, top_k=config.recall_top_k, tau=config.similarity_tau)
-        return by_embedding
+        return lambda goal: recall(store, embedder, goal, config, index=index, touch=False)
 
 
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
