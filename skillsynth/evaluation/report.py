@@ -364,6 +364,10 @@ def _matches(point: Mapping[str, Any], match: Mapping[str, Any]) -> bool:
 def gate(run_dir: str | Path, baseline: str | Path | None = None) -> list[GateCheck]:
     """The CI gate's checks for a run (validity, floors, and the baseline's KPIs)."""
     summary = json.loads((Path(run_dir) / "summary.json").read_text(encoding="utf-8"))
+    return _checks(summary, baseline)
+
+
+def _checks(summary: Mapping[str, Any], baseline: str | Path | None) -> list[GateCheck]:
     checks: list[GateCheck] = []
     for pid, why in (summary.get("failed") or {}).items():
         checks.append(GateCheck(pid, "point finished", None, why.splitlines()[0][:200], False))
@@ -403,7 +407,7 @@ def baseline_table(run: Run, baseline: str | Path) -> pd.DataFrame:
 
     Validity and floor checks are in :func:`validity_table`; this is the regression part.
     """
-    rows = [c.__dict__ for c in gate(run.path, baseline)
+    rows = [c.__dict__ for c in _checks(run.summary, baseline)
             if not c.check.startswith(("validity_", "floor ", "point finished",
                                        "synthesis pass"))]
     return pd.DataFrame(rows).set_index(["point", "check"]) if rows else pd.DataFrame()
