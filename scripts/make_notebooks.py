@@ -290,7 +290,7 @@ interactive = True               # show widgets when ipywidgets is available
 from pathlib import Path
 
 import matplotlib.pyplot as plt
-from IPython.display import display
+from IPython.display import Pretty, display
 
 from skillsynth.backend import BackendSpec, open_clients
 from skillsynth.config import Thresholds
@@ -323,22 +323,25 @@ start = Thresholds(similarity_tau=similarity_tau, min_occurrences=min_occurrence
                    max_recall_body_chars=max_recall_body_chars, recall_top_k=recall_top_k)
 if distill_first:
     print("distilled now:", session_for(corpora[0]).distill_missing(start, llm, method, mode))"""),
-    ("code", """def render(corpus, config, method):
+    ("code", """def view_parts(corpus, config, method):
+    \"\"\"The view at these settings and its parts in display order: headline numbers,
+    the similarity histograms, qualified clusters, per-probe recalls, the injected block.\"\"\"
     ts = session_for(corpus)
     view = ts.view(config, method, llm=llm, mode=mode)
-    display(view.summary())
-    plot_pairs(ts.pairs, config.similarity_tau)
-    plt.show()
-    display(view.clusters_frame(ts.families))
-    display(view.recalls_frame())
-    print(f"largest injected block: {view.prompt.chars} characters, about "
-          f"{view.prompt.tokens_estimate} tokens (estimate: characters / 4), "
-          f"{view.prompt.truncated} body(ies) cut")
-    print(view.prompt.block or "(nothing recalled at these thresholds)")
-    return view
+    fig, ax = plt.subplots(figsize=(7, 3))
+    plot_pairs(ts.pairs, config.similarity_tau, ax=ax)
+    plt.close(fig)  # shown through display(), not a second time at the end of the cell
+    text = (f"largest injected block: {view.prompt.chars} characters, about "
+            f"{view.prompt.tokens_estimate} tokens (estimate: characters / 4), "
+            f"{view.prompt.truncated} body(ies) cut\\n\\n"
+            + (view.prompt.block or "(nothing recalled at these thresholds)"))
+    return view, [view.summary(), fig, view.clusters_frame(ts.families),
+                  view.recalls_frame(), Pretty(text)]
 
 
-view = render(corpora[0], start, method)
+view, parts = view_parts(corpora[0], start, method)
+for part in parts:
+    display(part)
 if settings_out:
     print("settings written:", write_settings_block(start, settings_out))"""),
     ("code", """try:
@@ -361,7 +364,6 @@ if interactive and w is not None:
                                                **c),
           "recall_top_k": w.IntSlider(value=recall_top_k, min=1, max=5, description="top k",
                                       **c)}
-    out = w.Output()
     path = w.Text(value=str(work / "memory_settings.json"), description="settings")
     overwrite = w.Checkbox(value=False, description="overwrite")
     save, more = w.Button(description="Write settings"), w.Button(
@@ -372,10 +374,15 @@ if interactive and w is not None:
         keys = [k for k in ui if k not in ("corpus", "method")]
         return Thresholds().merge({k: ui[k].value for k in keys})
 
+    slots = []  # one display per part, updated in place (no Output widget to capture into)
+
     def refresh(_=None):
-        with out:
-            out.clear_output(wait=True)
-            render(ui["corpus"].value, current(), ui["method"].value)
+        _, new_parts = view_parts(ui["corpus"].value, current(), ui["method"].value)
+        if not slots:
+            slots.extend(display(part, display_id=True) for part in new_parts)
+            return
+        for slot, part in zip(slots, new_parts):
+            slot.update(part)
 
     def on_save(_):
         try:
@@ -397,7 +404,7 @@ if interactive and w is not None:
                     w.HBox([ui["similarity_tau"], ui["min_occurrences"]]),
                     w.HBox([ui["min_success_rate"], ui["max_recall_body_chars"]]),
                     w.HBox([ui["recall_top_k"], more]), w.HBox([path, overwrite, save]),
-                    status, out]))
+                    status]))
     refresh()
 else:
     print("no widgets here (papermill or ipywidgets missing): the view above is for the "

@@ -14,12 +14,14 @@ import sys
 import time
 from pathlib import Path
 
+import nbformat
 import pytest
 import yaml
 
-from skillsynth.errors import ConfigError
+from skillsynth.backend import BackendSpec
+from skillsynth.errors import ConfigError, SkillsynthError
 from skillsynth.evaluation.report import gate, load_run, render_report, write_baseline
-from skillsynth.evaluation.sweep import SweepSpec, expand_points, run_sweep
+from skillsynth.evaluation.sweep import SweepSpec, _run_points, expand_points, run_sweep
 
 SPEC = {"name": "t", "corpus": {"synthetic": {"families": 3, "seed": 5, "attempts": 4}},
         "backend": "local", "mode": "json", "workers": 1, "n_boot": 200,
@@ -40,11 +42,52 @@ def test_spec_errors_name_the_key(tmp_path):
         SweepSpec.load(_spec(tmp_path, grid={"min_steps": [2]}))
     with pytest.raises(ConfigError, match="similarity_tau"):
         SweepSpec.load(_spec(tmp_path, grid={"similarity_tau": [1.5]}))
+    with pytest.raises(ConfigError, match="point_timeout_s"):
+        SweepSpec.load(_spec(tmp_path, point_timeout_s=0))
+    assert SweepSpec.load(_spec(tmp_path, point_timeout_s=None)).point_timeout_s is None
     with pytest.raises(Exception, match="unknown strategy"):
         SweepSpec.load(_spec(tmp_path, grid={"strategy": ["magic"]}))
     spec = SweepSpec.load(_spec(tmp_path, points=[{"strategy": "none"}]))
     ids = [p.id for p in expand_points(spec)]
     assert len(ids) == len(set(ids)) == 4 and ids[-1].startswith("none-")
+
+
+def test_a_point_past_its_timeout_fails_loudly_and_the_others_still_run(tmp_path):
+    # a real kernel under papermill; the stand-in point notebook sleeps for one strategy
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    params = nbformat.v4.new_code_cell('strategy = ""\nout_dir = ""')
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, nbformat.v4.new_code_cell(
+        "import pathlib, time\n"
+        "if strategy == 'skillsynth':\n    time.sleep(120)\n"
+        "pathlib.Path(out_dir, 'summary.json').write_text('{}')")]
+    notebook = tmp_path / "stand-in.ipynb"
+    nbformat.write(nb, str(notebook))
+    spec = SweepSpec.load(_spec(tmp_path, point_timeout_s=3, points=[{"strategy": "none"}]))
+    todo = [p for p in expand_points(spec) if p.values["similarity_tau"] == 0.3]
+    ran, failed = _run_points(todo, spec, tmp_path / "corpus.db", BackendSpec("local"),
+                              tmp_path / "run", notebook, 2, False, lambda *_: None)
+    assert [p.id for p in todo if p.strategy == "none"] == ran
+    (stuck,) = failed
+    assert stuck.startswith("skillsynth-") and "timed out" in failed[stuck]
+    assert "3 seconds" in failed[stuck]
+
+
+def test_a_run_folder_resumes_only_the_same_sweep(tmp_path):
+    results = tmp_path / "results"
+    first = SweepSpec.load(_spec(tmp_path, corpus={"db": "missing.db"}))
+    (results / "t").mkdir(parents=True)
+    (results / "t" / "spec.yaml").write_text(yaml.safe_dump(first.as_dict(), sort_keys=True))
+    # how points execute may change on resume; the run stops later, at the missing corpus
+    same = SweepSpec.load(_spec(tmp_path, corpus={"db": "missing.db"}, workers=2,
+                                point_timeout_s=60))
+    with pytest.raises(SkillsynthError, match="corpus database .*missing.db not found"):
+        run_sweep(same, results_root=results, progress=False, log=lambda *_: None)
+    other = SweepSpec.load(_spec(tmp_path, corpus={"db": "missing.db"}, k=2))
+    with pytest.raises(ConfigError, match="different spec"):
+        run_sweep(other, results_root=results, progress=False, log=lambda *_: None)
 
 
 def _point_files(run: Path) -> dict[str, float]:

@@ -441,11 +441,13 @@ def write_baseline(run_dir: str | Path, out: str | Path, *, kpis: Mapping[str, f
 
 
 def render_report(run_dir: str | Path, *, baseline: str | Path | None = None,
-                  out_html: str | Path | None = None) -> Path:
+                  out_html: str | Path | None = None, timeout_s: int | None = 1800) -> Path:
     """Execute the report notebook over a run and write it as HTML (code cells hidden).
 
     Returns the HTML file (default ``<run_dir>/report.html``); PNGs go to
     ``<run_dir>/plots/`` and the executed notebook to ``<run_dir>/report.ipynb``.
+    ``timeout_s`` bounds each cell (papermill's execution timeout; ``None``: no limit), so
+    a stuck kernel fails the report with that message instead of hanging it.
     """
     import nbformat
     import papermill
@@ -461,7 +463,8 @@ def render_report(run_dir: str | Path, *, baseline: str | Path | None = None,
                                            "baseline": str(Path(baseline).resolve())
                                            if baseline else "",
                                            "plots_dir": str(run_dir / "plots")},
-                               progress_bar=False, kernel_name="python3")
+                               progress_bar=False, kernel_name="python3",
+                               execution_timeout=timeout_s)
     exporter = HTMLExporter(exclude_input=True, exclude_output_prompt=True,
                             exclude_input_prompt=True)
     body, _ = exporter.from_notebook_node(nbformat.read(str(executed), as_version=4))

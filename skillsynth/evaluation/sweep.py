@@ -23,6 +23,7 @@ import contextlib
 import hashlib
 import itertools
 import json
+import math
 import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -59,7 +60,10 @@ __all__ = [
 #: What a grid may vary: the strategy and the three thresholds the KPIs are swept over.
 GRID_KEYS = ("strategy", "similarity_tau", "min_occurrences", "max_recall_body_chars")
 _SPEC_KEYS = {"name", "description", "corpus", "backend", "mode", "k", "seed", "n_boot",
-              "workers", "base", "grid", "points", "live", "step_limit", "family"}
+              "workers", "base", "grid", "points", "live", "step_limit", "family",
+              "point_timeout_s"}
+#: Keys that change how a run executes, not what it measures: a resumed run may differ in them.
+_RUN_ONLY_KEYS = ("workers", "point_timeout_s")
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,7 @@ class SweepSpec:
     live: bool = False
     step_limit: int = 12
     family: FamilyRule = "task"
+    point_timeout_s: float | None = 3600.0
     description: str = ""
     source: str = ""
 
@@ -125,6 +130,8 @@ class SweepSpec:
                    workers=int(data.get("workers", 2)), live=bool(data.get("live", False)),
                    step_limit=int(data.get("step_limit", 12)),
                    family=data.get("family", "task"),
+                   point_timeout_s=(None if data.get("point_timeout_s", 3600.0) is None
+                                    else float(data.get("point_timeout_s", 3600.0))),
                    description=str(data.get("description", "")), source=str(p))
         spec.check()
         return spec
@@ -150,6 +157,9 @@ class SweepSpec:
                               key="family", source=src)
         if self.workers < 1:
             raise ConfigError("workers must be >= 1", key="workers", source=src)
+        if self.point_timeout_s is not None and self.point_timeout_s < 1:
+            raise ConfigError("point_timeout_s must be >= 1 second (or null: no limit)",
+                              key="point_timeout_s", source=src)
         kinds = set(self.corpus) if isinstance(self.corpus, Mapping) else set()
         if len(kinds) != 1 or not kinds <= {"synthetic", "import", "db"}:
             raise ConfigError("corpus must have exactly one of 'synthetic', 'import', 'db'",
@@ -347,7 +357,9 @@ def _execute_point(point: Point, spec: SweepSpec, corpus: Path, backend: Backend
               "backend": asdict(backend), "out_dir": str(point_dir)}
     papermill.execute_notebook(str(notebook), str(point_dir / "point.ipynb"),
                                parameters=params, progress_bar=False, cwd=str(point_dir),
-                               kernel_name="python3")
+                               kernel_name="python3",
+                               execution_timeout=(None if spec.point_timeout_s is None
+                                                  else math.ceil(spec.point_timeout_s)))
     summary: dict[str, Any] = json.loads((point_dir / SUMMARY).read_text(encoding="utf-8"))
     return summary
 
@@ -376,7 +388,8 @@ def run_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval/
     run_dir.mkdir(parents=True, exist_ok=True)
     spec_file = run_dir / "spec.yaml"
     spec_text = yaml.safe_dump(spec.as_dict(), sort_keys=True)
-    if spec_file.exists() and spec_file.read_text(encoding="utf-8") != spec_text:
+    if spec_file.exists() and _identity(yaml.safe_load(spec_file.read_text(encoding="utf-8"))
+                                        ) != _identity(spec.as_dict()):
         raise ConfigError(f"{run_dir} holds a run of a different spec; give this sweep another "
                           "name or remove the folder", source=str(spec_file))
     spec_file.write_text(spec_text, encoding="utf-8")
@@ -405,6 +418,11 @@ def run_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval/
                        round(time.perf_counter() - t0, 2),
                        sum(s["llm_calls"] for s in ran_summaries),
                        sum(s["cache_hits"] for s in ran_summaries))
+
+
+def _identity(spec_dict: Mapping[str, Any]) -> dict[str, Any]:
+    """What makes two specs the same sweep: everything but how the points are executed."""
+    return {k: v for k, v in spec_dict.items() if k not in _RUN_ONLY_KEYS}
 
 
 def _run_points(todo: Sequence[Point], spec: SweepSpec, corpus: Path, backend: BackendSpec,
