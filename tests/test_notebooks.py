@@ -8,18 +8,15 @@ from __future__ import annotations
 
 import json
 
-import papermill
 import pytest
 
 from skillsynth.config import load_thresholds
-from skillsynth.evaluation.sweep import find_notebook
+from skillsynth.evaluation.notebooks import execute_notebook, find_notebook
 
 
 def _run(name, out, **params):
     # a per-cell limit turns a stuck kernel into this test's failure, not a hung suite
-    papermill.execute_notebook(str(find_notebook(name)), str(out), parameters=params,
-                               progress_bar=False, kernel_name="python3", cwd=str(out.parent),
-                               execution_timeout=600)
+    execute_notebook(find_notebook(name), out, params, cwd=out.parent, timeout_s=600)
 
 
 def test_walkthrough_runs_from_an_empty_folder_to_kpis(tmp_path):

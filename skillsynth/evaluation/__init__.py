@@ -4,6 +4,8 @@
 * :mod:`.replay`: the replay estimate of tool steps (rule ``replay-v1``, see METHODS.md);
 * :mod:`.metrics`: the per-probe results row and KPIs with bootstrap intervals;
 * :mod:`.protocol`: one evaluation point (split, synthesize, recall, score, write);
+* :mod:`.notebooks`: the shipped notebooks and the one way they are executed (papermill,
+  an IPC kernel, a per-cell time limit);
 * :mod:`.sweep`: a grid of points through papermill, resumable and parallel;
 * :mod:`.report`: tables and plots over a sweep's results, and the baseline gate.
 """

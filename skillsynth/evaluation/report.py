@@ -450,21 +450,17 @@ def render_report(run_dir: str | Path, *, baseline: str | Path | None = None,
     a stuck kernel fails the report with that message instead of hanging it.
     """
     import nbformat
-    import papermill
     from nbconvert import HTMLExporter
 
-    from .sweep import find_notebook
+    from .notebooks import execute_notebook, find_notebook
 
     run_dir = Path(run_dir).resolve()
     load_run(run_dir)  # fail here, with the message, rather than inside the kernel
     executed = run_dir / "report.ipynb"
-    papermill.execute_notebook(str(find_notebook("report.ipynb")), str(executed),
-                               parameters={"run_dir": str(run_dir),
-                                           "baseline": str(Path(baseline).resolve())
-                                           if baseline else "",
-                                           "plots_dir": str(run_dir / "plots")},
-                               progress_bar=False, kernel_name="python3",
-                               execution_timeout=timeout_s)
+    execute_notebook(find_notebook("report.ipynb"), executed,
+                     {"run_dir": str(run_dir),
+                      "baseline": str(Path(baseline).resolve()) if baseline else "",
+                      "plots_dir": str(run_dir / "plots")}, timeout_s=timeout_s)
     exporter = HTMLExporter(exclude_input=True, exclude_output_prompt=True,
                             exclude_input_prompt=True)
     body, _ = exporter.from_notebook_node(nbformat.read(str(executed), as_version=4))

@@ -23,8 +23,6 @@ import contextlib
 import hashlib
 import itertools
 import json
-import math
-import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -41,6 +39,7 @@ from ..corpora.labels import LabelStore, labels_path_for
 from ..errors import ConfigError, SkillsynthError
 from ..store import MemoryStore
 from ..strategies import get_strategy
+from .notebooks import execute_notebook, find_notebook
 from .protocol import SUMMARY
 from .split import FamilyRule, family_of
 
@@ -228,21 +227,6 @@ def expand_points(spec: SweepSpec) -> list[Point]:
     return list(out.values())
 
 
-def find_notebook(name: str) -> Path:
-    """A notebook shipped in the repository's ``notebooks/`` (or ``SKILLSYNTH_NOTEBOOKS``).
-
-    Raises:
-        SkillsynthError: it is not there (the message says where it looked).
-    """
-    root = Path(os.environ.get("SKILLSYNTH_NOTEBOOKS")
-                or Path(__file__).resolve().parents[2] / "notebooks")
-    p = root / name
-    if not p.is_file():
-        raise SkillsynthError(f"notebook {p} not found; run from a skillsynth checkout or set "
-                              "SKILLSYNTH_NOTEBOOKS to its notebooks/ folder")
-    return p
-
-
 def _build_corpus(spec: SweepSpec, run_dir: Path, log: Any) -> Path:
     kind, conf = next(iter(spec.corpus.items()))
     root = Path(spec.source).resolve().parent if spec.source else Path.cwd()
@@ -347,19 +331,14 @@ def _shared_backend(spec: SweepSpec, cache: str | None) -> Iterator[BackendSpec]
 
 def _execute_point(point: Point, spec: SweepSpec, corpus: Path, backend: BackendSpec,
                    point_dir: Path, notebook: Path) -> dict[str, Any]:
-    import papermill
-
     point_dir.mkdir(parents=True, exist_ok=True)
     params = {"corpus": str(corpus), "strategy": point.strategy,
               "thresholds": point.thresholds().to_settings_block(),
               "k": spec.k, "mode": spec.mode, "seed": spec.seed, "n_boot": spec.n_boot,
               "live": spec.live, "step_limit": spec.step_limit, "family": spec.family,
               "backend": asdict(backend), "out_dir": str(point_dir)}
-    papermill.execute_notebook(str(notebook), str(point_dir / "point.ipynb"),
-                               parameters=params, progress_bar=False, cwd=str(point_dir),
-                               kernel_name="python3",
-                               execution_timeout=(None if spec.point_timeout_s is None
-                                                  else math.ceil(spec.point_timeout_s)))
+    execute_notebook(notebook, point_dir / "point.ipynb", params, cwd=point_dir,
+                     timeout_s=spec.point_timeout_s)
     summary: dict[str, Any] = json.loads((point_dir / SUMMARY).read_text(encoding="utf-8"))
     return summary
 
