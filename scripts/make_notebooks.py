@@ -285,6 +285,9 @@ distill_first = True             # fill the cache for the starting thresholds (L
 # write the starting thresholds as memory_settings.json here; empty: do not
 settings_out = ""
 interactive = True               # show widgets when ipywidgets is available
+# widget values to set once the widgets are shown, as if moved by hand (the view below
+# them updates), e.g. {"similarity_tau": 0.5}; used by the tests
+move = {}
 """),
     ("code", """import contextlib
 from pathlib import Path
@@ -406,6 +409,8 @@ if interactive and w is not None:
                     w.HBox([ui["recall_top_k"], more]), w.HBox([path, overwrite, save]),
                     status]))
     refresh()
+    for key, value in move.items():
+        ui[key].value = value
 else:
     print("no widgets here (papermill or ipywidgets missing): the view above is for the "
           "parameter values")"""),

@@ -200,8 +200,11 @@ class TuningView:
     def summary(self) -> dict[str, Any]:
         """The headline numbers of the view (the notebook prints them above the tables)."""
         decided = [r for r in self.recalls if r.recalled]
-        return {"tau": self.config.similarity_tau, "method": self.method,
-                "pair_precision": self.pairs.precision, "pair_recall": self.pairs.recall,
+        c = self.config
+        return {"tau": c.similarity_tau, "min_occurrences": c.min_occurrences,
+                "min_success_rate": c.min_success_rate,
+                "max_recall_body_chars": c.max_recall_body_chars, "top_k": c.recall_top_k,
+                "method": self.method, "pair_precision": self.pairs.precision, "pair_recall": self.pairs.recall,
                 "qualified_clusters": sum(c.qualified for c in self.clusters),
                 "distilled": len(self.procedures), "not_distilled": self.not_distilled,
                 "probes": len(self.recalls), "probes_recalling": len(decided),

@@ -46,7 +46,8 @@ def test_tuning_notebook_builds_its_widgets(tmp_path):
     import ipywidgets  # noqa: F401  (the notebooks extra; the README's test command installs it)
 
     _run("tuning.ipynb", tmp_path / "tuning.ipynb", workdir=str(tmp_path / "tune"),
-         interactive=True, distill_first=False)
+         interactive=True, distill_first=False, similarity_tau=0.3,
+         move={"similarity_tau": 0.55, "min_occurrences": 3})
     cells = json.loads((tmp_path / "tuning.ipynb").read_text())["cells"]
     outputs = [o for c in cells for o in c.get("outputs", [])]
     assert not any(o.get("output_type") == "error" for o in outputs)
@@ -57,3 +58,7 @@ def test_tuning_notebook_builds_its_widgets(tmp_path):
     # the view's parts are displayed under the widgets (histogram, tables, injected block)
     assert any("image/png" in d for d in data)
     assert any("largest injected block" in "".join(d.get("text/plain", "")) for d in data)
+    # moving the sliders updated those parts in place: the headline shows the moved values
+    text = ["".join(d.get("text/plain", "")) for d in data]
+    assert any("'tau': 0.55" in t and "'min_occurrences': 3" in t for t in text), text
+    assert not any("'tau': 0.3," in t for t in text)
