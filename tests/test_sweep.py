@@ -44,6 +44,8 @@ def test_spec_errors_name_the_key(tmp_path):
         SweepSpec.load(_spec(tmp_path, grid={"similarity_tau": [1.5]}))
     with pytest.raises(ConfigError, match="point_timeout_s"):
         SweepSpec.load(_spec(tmp_path, point_timeout_s=0))
+    with pytest.raises(ConfigError, match="point_timeout_s must be a number"):
+        SweepSpec.load(_spec(tmp_path, point_timeout_s="an hour"))
     assert SweepSpec.load(_spec(tmp_path, point_timeout_s=None)).point_timeout_s is None
     with pytest.raises(Exception, match="unknown strategy"):
         SweepSpec.load(_spec(tmp_path, grid={"strategy": ["magic"]}))

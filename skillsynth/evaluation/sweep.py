@@ -129,8 +129,8 @@ class SweepSpec:
                    workers=int(data.get("workers", 2)), live=bool(data.get("live", False)),
                    step_limit=int(data.get("step_limit", 12)),
                    family=data.get("family", "task"),
-                   point_timeout_s=(None if data.get("point_timeout_s", 3600.0) is None
-                                    else float(data.get("point_timeout_s", 3600.0))),
+                   point_timeout_s=_seconds_or_none(data.get("point_timeout_s", 3600.0),
+                                                    "point_timeout_s", p),
                    description=str(data.get("description", "")), source=str(p))
         spec.check()
         return spec
@@ -178,6 +178,16 @@ class SweepSpec:
         d.pop("source")
         d["points"] = [dict(p) for p in self.points]
         return d
+
+
+def _seconds_or_none(value: Any, key: str, source: Path) -> float | None:
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{key} must be a number of seconds or null, got {value!r}",
+                          key=key, source=str(source)) from None
 
 
 @dataclass(frozen=True)
@@ -367,8 +377,8 @@ def run_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval/
     run_dir.mkdir(parents=True, exist_ok=True)
     spec_file = run_dir / "spec.yaml"
     spec_text = yaml.safe_dump(spec.as_dict(), sort_keys=True)
-    if spec_file.exists() and _identity(yaml.safe_load(spec_file.read_text(encoding="utf-8"))
-                                        ) != _identity(spec.as_dict()):
+    if spec_file.exists() and (_identity(spec_file.read_text(encoding="utf-8"))
+                               != _identity(spec_text)):
         raise ConfigError(f"{run_dir} holds a run of a different spec; give this sweep another "
                           "name or remove the folder", source=str(spec_file))
     spec_file.write_text(spec_text, encoding="utf-8")
@@ -399,9 +409,9 @@ def run_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval/
                        sum(s["cache_hits"] for s in ran_summaries))
 
 
-def _identity(spec_dict: Mapping[str, Any]) -> dict[str, Any]:
+def _identity(spec_yaml: str) -> dict[str, Any]:
     """What makes two specs the same sweep: everything but how the points are executed."""
-    return {k: v for k, v in spec_dict.items() if k not in _RUN_ONLY_KEYS}
+    return {k: v for k, v in yaml.safe_load(spec_yaml).items() if k not in _RUN_ONLY_KEYS}
 
 
 def _run_points(todo: Sequence[Point], spec: SweepSpec, corpus: Path, backend: BackendSpec,
