@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -96,13 +98,16 @@ def _point_files(run: Path) -> dict[str, float]:
     return {p.parent.name: p.stat().st_mtime_ns for p in run.glob("points/*/summary.json")}
 
 
-def test_killed_sweep_resumes_and_a_rerun_point_is_a_cache_hit(tmp_path):
+def test_killed_sweep_resumes_and_a_rerun_point_is_a_cache_hit(tmp_path, request):
     spec = _spec(tmp_path)
     results, cache = tmp_path / "results", tmp_path / "cache.db"
     cmd = [sys.executable, "-m", "skillsynth", "sweep", str(spec), "--results", str(results),
            "--cache", str(cache)]
+    # the killed kernels cannot remove their IPC sockets: they go to a folder of the test's
+    sockets = Path(tempfile.mkdtemp(prefix="ss-"))  # short: socket paths are <= 107 bytes
+    request.addfinalizer(lambda: shutil.rmtree(sockets, ignore_errors=True))
     proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+                            stderr=subprocess.DEVNULL, env=os.environ | {"TMPDIR": str(sockets)})
     run = results / "t"
     deadline = time.monotonic() + 300
     while not _point_files(run) and time.monotonic() < deadline and proc.poll() is None:
