@@ -441,7 +441,7 @@ def write_baseline(run_dir: str | Path, out: str | Path, *, kpis: Mapping[str, f
 
 
 def render_report(run_dir: str | Path, *, baseline: str | Path | None = None,
-                  out_html: str | Path | None = None, timeout_s: int | None = 1800) -> Path:
+                  out_html: str | Path | None = None, timeout_s: float | None = 1800) -> Path:
     """Execute the report notebook over a run and write it as HTML (code cells hidden).
 
     Returns the HTML file (default ``<run_dir>/report.html``); PNGs go to
