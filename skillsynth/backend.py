@@ -34,8 +34,10 @@ class BackendSpec:
 
     Attributes:
         backend: ``local``, ``lemonade`` or ``endpoints``.
-        chat_model, embed_model: model ids (lemonade: default Gemma-4 and its embedder;
-            endpoints: required).
+        chat_model, embed_model: local: ``chat_model`` names an embedded chat model
+            (:func:`skillsynth.chat_models.chat_model_names`, default
+            :data:`~skillsynth.chat_models.DEFAULT_CHAT_MODEL`); lemonade: model ids
+            (default Gemma-4 and its embedder); endpoints: required.
         chat_url, embed_url: the OpenAI-compatible roots (``endpoints`` only).
         cache: the call cache file (None: no cache).
         timeout_s: seconds per model request.
@@ -69,7 +71,8 @@ def open_clients(spec: BackendSpec) -> Iterator[tuple[ChatClient, Embedder]]:
     cache = CallCache(Path(spec.cache)) if spec.cache else None
     try:
         if spec.backend == "local":
-            with serve_local(locate_models(), request_timeout_s=spec.timeout_s) as servers:
+            with serve_local(locate_models(chat=spec.chat_model),
+                             request_timeout_s=spec.timeout_s) as servers:
                 assert servers.chat is not None and servers.embed is not None
                 with ChatClient(servers.chat, cache=cache) as chat, \
                         Embedder(servers.embed, cache=cache) as emb:

@@ -15,7 +15,7 @@ from .embed import Embedder
 from .llm import ChatClient
 from .serve import LocalServers
 
-__all__ = ["bench_models", "bench_pipeline", "bench_tuning"]
+__all__ = ["bench_distill", "bench_models", "bench_pipeline", "bench_tuning"]
 
 _GOALS = [f"{verb} the {obj} for {who}" for verb in ("Summarise", "Find", "Draft a reply to",
                                                        "Index", "Search")
@@ -42,6 +42,17 @@ def bench_models(servers: LocalServers, *, repeats: int = 5, max_tokens: int = 1
             rates.append(r.completion_tokens / (time.perf_counter() - t0))
         out["chat_tokens_per_s"] = {"median": statistics.median(rates), "n": repeats,
                                     "model": servers.chat.model, "max_tokens": max_tokens}
+        rates = []
+        for i in range(repeats):  # a ~600-token prompt, one generated token: prompt speed
+            # each prompt differs from its first token, so the server's prompt cache
+            # (longest common prefix) cannot skip any of it
+            text = f"Batch {i * 7919}. " + " ".join(_GOALS[i % 5:] + _GOALS[:i % 5]) * 2 + \
+                " Summarise these requests in one word."
+            t0 = time.perf_counter()
+            r = chat.chat([{"role": "user", "content": text}], max_tokens=1)
+            rates.append(int(r.usage.get("prompt_tokens") or 0) / (time.perf_counter() - t0))
+        out["prompt_tokens_per_s"] = {"median": statistics.median(rates), "n": repeats,
+                                      "model": servers.chat.model}
     with Embedder(servers.embed) as emb:
         emb.embed(["warm up"])
         rates = []
@@ -190,3 +201,111 @@ def bench_tuning(embedder: Any, llm: Any, *, sessions: int = 10_000, repeats: in
                                       "n": repeats},
                 "update_move_tau_s": {"median": round(statistics.median(move), 4),
                                       "n": repeats}}
+
+
+def _kebab(name: Any) -> bool:
+    import re
+
+    return isinstance(name, str) and bool(re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", name)) \
+        and len(name) <= 64
+
+
+def bench_distill(corpora: dict[str, str], llm: Any, embedder: Any, config: Any, *,
+                  k: int = 3, max_clusters: int = 8, mode: str = "json") -> dict[str, Any]:
+    """Distillation quality of one chat model on labelled corpora, per corpus.
+
+    Each corpus's history (attempts 1..k) is detected and clustered with ``config``; the
+    first ``max_clusters`` qualified clusters are distilled (one call each, cached calls
+    are used but not timed). Per corpus: answers, parse rate (a skill or SKIP), kebab-case
+    names, unique names among the skills, grounding (every required tool occurs among the
+    cluster's calls), and the trigger test: the cosine of each skill's when_to_use to its
+    own cluster's goals (mean) against its best mean cosine to another cluster's goals
+    (``points_home``: own > best other). Seconds and completion tokens per uncached call.
+    """
+    import json as _json
+
+    from .cluster import cluster_by_goal
+    from .detect import extract_sequences
+    from .distill import distill
+    from .errors import MalformedSkill, UngroundedSkill
+    from .evaluation.split import build_history, load_split
+    from .store import MemoryStore
+
+    out: dict[str, Any] = {"model": getattr(getattr(llm, "endpoint", None), "model", None),
+                           "embedder": getattr(embedder, "embedder_id", None),
+                           "similarity_tau": config.similarity_tau, "mode": mode,
+                           "max_clusters": max_clusters, "corpora": {}}
+    for name, path in corpora.items():
+        with tempfile.TemporaryDirectory() as tmp:
+            db = Path(tmp) / "history.db"
+            build_history(path, load_split(path, k), db)
+            with MemoryStore.open(db, read_only=True) as store:
+                seqs = extract_sequences(store, config).qualified
+        clusters = [c for c in cluster_by_goal(seqs, embedder, config) if c.qualified]
+        clusters = clusters[:max_clusters]
+        goal_vecs = [embedder.embed(list(c.goals), kind="document") for c in clusters]
+        rows: list[dict[str, Any]] = []
+        for i, c in enumerate(clusters):
+            t0, calls0 = time.perf_counter(), getattr(llm, "calls", 0)
+            row: dict[str, Any] = {"cluster": i, "size": c.size}
+            try:
+                d = distill(c, llm, config, mode)  # type: ignore[arg-type]
+                row["outcome"] = "skip" if d.skill is None else "skill"
+                skill, raw = d.skill, d.raw
+            except UngroundedSkill:
+                row["outcome"], skill, raw = "ungrounded", None, ""
+            except MalformedSkill as exc:
+                row["outcome"], skill, raw = "malformed", None, str(exc)
+            row["uncached"] = getattr(llm, "calls", 0) > calls0
+            row["seconds"] = round(time.perf_counter() - t0, 3)
+            usage = getattr(getattr(llm, "last", None), "usage", None) or {}
+            row["completion_tokens"] = usage.get("completion_tokens")
+            try:
+                row["name"] = (_json.loads(raw).get("name") if mode == "json" and raw
+                               else skill.name if skill else None)
+            except (ValueError, AttributeError):
+                row["name"] = None
+            if skill is not None:
+                row["name"] = skill.name
+                w = embedder.embed([skill.description], kind="query")[0]
+                sims = [float(np.mean(g @ w)) for g in goal_vecs]
+                row["own_cosine"] = round(sims[i], 4)
+                others = [s for j, s in enumerate(sims) if j != i]
+                row["best_other_cosine"] = round(max(others), 4) if others else None
+                row["points_home"] = not others or sims[i] > max(others)
+            rows.append(row)
+        skills = [r for r in rows if r["outcome"] == "skill"]
+        parsed = [r for r in rows if r["outcome"] in ("skill", "ungrounded")]
+        timed = [r for r in rows if r["uncached"]]
+        homed = [r for r in skills if r.get("points_home") is not None]
+        out["corpora"][name] = {
+            "clusters": len(clusters), "answers": len(rows),
+            "parse_rate": _share(sum(r["outcome"] in ("skill", "skip", "ungrounded")
+                                     for r in rows), len(rows)),
+            "skip": sum(r["outcome"] == "skip" for r in rows),
+            "kebab_names": _share(sum(_kebab(r.get("name")) for r in parsed), len(parsed)),
+            "unique_names": _share(len({r["name"] for r in skills}), len(skills)),
+            "grounded": _share(len(skills), len(parsed)),
+            "points_home": _share(sum(bool(r["points_home"]) for r in homed), len(homed)),
+            "own_cosine_mean": _mean_of([r.get("own_cosine") for r in skills]),
+            "best_other_cosine_mean": _mean_of([r.get("best_other_cosine") for r in skills]),
+            "seconds_per_distillation": {"median": _median_of([r["seconds"] for r in timed]),
+                                         "n": len(timed)},
+            "completion_tokens": {"median": _median_of([r["completion_tokens"]
+                                                        for r in timed]), "n": len(timed)},
+            "rows": rows}
+    return out
+
+
+def _share(num: int, den: int) -> dict[str, Any]:
+    return {"value": round(num / den, 4) if den else None, "n": den}
+
+
+def _mean_of(xs: list[Any]) -> float | None:
+    vals = [x for x in xs if x is not None]
+    return round(float(np.mean(vals)), 4) if vals else None
+
+
+def _median_of(xs: list[Any]) -> float | None:
+    vals = [x for x in xs if x is not None]
+    return round(float(statistics.median(vals)), 3) if vals else None

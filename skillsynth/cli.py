@@ -126,7 +126,7 @@ def _yaml_scalar(raw: str) -> Any:
 
 
 def _config_show(args: argparse.Namespace) -> int:
-    th = load_thresholds(args.settings, overrides=_parse_sets(args.set))
+    th = load_thresholds(args.settings, overrides=_parse_sets(args.set), embedder=args.embedder)
     if args.json:
         _print_json(th.to_settings_block())
         return EXIT_OK
@@ -156,7 +156,7 @@ def _demo(args: argparse.Namespace) -> int:
 def _models_prepare(args: argparse.Namespace) -> int:
     from .serve import prepare_models
 
-    prepare_models(args.home)
+    prepare_models(args.home, chat=args.chat or None)
     return EXIT_OK
 
 
@@ -168,7 +168,7 @@ def _models_serve(args: argparse.Namespace) -> int:
 
     # SIGTERM ends the process through the finally blocks, so servers are stopped.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    with serve_local(locate_models(args.home), chat=not args.no_chat,
+    with serve_local(locate_models(args.home, chat=args.chat), chat=not args.no_chat,
                      embed=not args.no_embed, threads=args.threads) as servers:
         for role, d in servers.describe().items():
             print(f"{role:<6} {d['base_url']}  model {d['model']}  (pid {d['pid']}, "
@@ -189,7 +189,7 @@ def _models_status(args: argparse.Namespace) -> int:
     from .serve import models_status
 
     status = models_status(lemonade=Endpoint.lemonade(base_url=args.lemonade_url),
-                           home=args.home, start_local=not args.no_start)
+                           home=args.home, start_local=not args.no_start, chat=args.chat)
     if args.json:
         _print_json(status)
         return EXIT_OK
@@ -220,7 +220,7 @@ def _bench_models(args: argparse.Namespace) -> int:
     from .bench import bench_models
     from .serve import locate_models, serve_local
 
-    with serve_local(locate_models(args.home)) as servers:
+    with serve_local(locate_models(args.home, chat=args.chat)) as servers:
         figures = bench_models(servers, repeats=args.repeats)
     if args.json:
         _print_json(figures)
@@ -228,9 +228,94 @@ def _bench_models(args: argparse.Namespace) -> int:
     c, e, k = figures["chat_tokens_per_s"], figures["embeddings_per_s"], figures["cached_call_ms"]
     print(f"chat generation   {c['median']:8.1f} tokens/s  (median of n={c['n']}, {c['model']}, "
           f"{c['max_tokens']} max tokens)")
+    pp = figures["prompt_tokens_per_s"]
+    print(f"prompt processing {pp['median']:8.1f} tokens/s  (median of n={pp['n']}, about 600 "
+          "prompt tokens)")
     print(f"embeddings        {e['median']:8.1f} texts/s   (median of n={e['n']} batches of "
           f"{e['batch']} short goals, {e['model']})")
     print(f"cached chat call  {k['median']:8.3f} ms        (median of n={k['n']})")
+    return EXIT_OK
+
+
+_SHIPPED = {"synthetic-8": ("synthetic", None, None),
+            "taubench-airline": ("taubench", "datasets/taubench-airline-gpt4o/*.json.gz", None),
+            "tau2-airline": ("tau2", "datasets/tau2-airline/*1trials.json.gz",
+                             "datasets/tau2-airline/tasks_airline_HEAD.json.gz"),
+            "tau2-retail": ("tau2", "datasets/tau2-retail/*1trials.json.gz",
+                            "datasets/tau2-retail/tasks_retail_HEAD.json.gz")}
+
+
+def _shipped_corpora(folder: Path) -> dict[str, str]:
+    """Build the shipped corpora (from a checkout's datasets/) into ``folder``."""
+    from glob import glob
+
+    from .corpora.importing import import_corpus
+    from .corpora.synthetic import generate_corpus
+
+    out = {}
+    for name, (fmt, pattern, tasks) in _SHIPPED.items():
+        db = folder / f"{name}.db"
+        if fmt == "synthetic":
+            generate_corpus(db, families=8, seed=0, attempts=5)
+        else:
+            files = sorted(glob(pattern or ""))
+            if not files:
+                raise SkillsynthError(f"shipped corpus {name}: no files match {pattern} (run "
+                                      "from a skillsynth checkout, or pass --corpus)")
+            import_corpus(fmt, files, db, tasks=tasks)  # type: ignore[arg-type]
+        out[name] = str(db)
+    return out
+
+
+def _bench_distill(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from .bench import bench_distill
+    from .cache import CallCache
+    from .chat_models import DEFAULT_CHAT_MODEL
+    from .embed import Embedder
+    from .llm import ChatClient
+    from .serve import EMBED_MODEL_ID, locate_models, models_home, serve_local
+
+    th = load_thresholds(args.config, overrides=_parse_sets(args.set), embedder=EMBED_MODEL_ID)
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        corpora = (dict(c.split("=", 1) for c in args.corpus) if args.corpus
+                   else _shipped_corpora(Path(tmp)))
+        cache = None if args.no_cache else CallCache(Path(args.cache or models_home()
+                                                          / "cache.db"))
+        try:
+            for name in args.chat or [DEFAULT_CHAT_MODEL]:
+                with serve_local(locate_models(chat=name)) as servers:
+                    assert servers.chat is not None and servers.embed is not None
+                    with ChatClient(servers.chat, cache=cache) as chat, \
+                            Embedder(servers.embed, cache=cache) as emb:
+                        results.append(bench_distill(corpora, chat, emb, th, k=args.k,
+                                                     max_clusters=args.max_clusters))
+        finally:
+            if cache is not None:
+                cache.close()
+    if args.out:
+        Path(args.out).write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    if args.json:
+        _print_json(results)
+        return EXIT_OK
+
+    def v(x: dict[str, Any]) -> str:
+        return "  -  " if x["value"] is None else f"{x['value']:.2f}"
+
+    print(f"similarity_tau {th.similarity_tau}; json mode; at most {args.max_clusters} "
+          "clusters per corpus; shares with their n")
+    print(f"{'model':<36} {'corpus':<17} {'n':>3} {'parse':>6} {'kebab':>6} {'unique':>6} "
+          f"{'ground':>6} {'home':>6} {'own':>6} {'other':>6} {'s/dist':>7} {'tok':>5}")
+    for r in results:
+        for cname, c in r["corpora"].items():
+            sec, tok = c["seconds_per_distillation"], c["completion_tokens"]
+            print(f"{r['model']:<36} {cname:<17} {c['answers']:>3} {v(c['parse_rate']):>6} "
+                  f"{v(c['kebab_names']):>6} {v(c['unique_names']):>6} {v(c['grounded']):>6} "
+                  f"{v(c['points_home']):>6} {_num(c['own_cosine_mean']):>6} "
+                  f"{_num(c['best_other_cosine_mean']):>6} "
+                  f"{_num(sec['median']):>7} {_num(tok['median']):>5}")
     return EXIT_OK
 
 
@@ -354,11 +439,28 @@ def _clients(args: argparse.Namespace) -> Iterator[tuple[Any, Any]]:
         yield clients
 
 
+def _embed_model_id(args: argparse.Namespace) -> str:
+    """The embedding model the chosen backend will use (its calibration applies)."""
+    if args.backend == "local":
+        from .serve import EMBED_MODEL_ID
+
+        return EMBED_MODEL_ID
+    from .llm import LEMONADE_EMBED_MODEL
+
+    return str(args.embed_model or LEMONADE_EMBED_MODEL)
+
+
+def _thresholds(args: argparse.Namespace) -> Thresholds:
+    """--config and --set over the backend's embedder calibration over GAIA's defaults."""
+    return load_thresholds(args.config, overrides=_parse_sets(args.set),
+                           embedder=_embed_model_id(args))
+
+
 def _synthesize(args: argparse.Namespace) -> int:
     from .embed import check_store_embedder
     from .synthesize import synthesize_skills
 
-    th = load_thresholds(args.config, overrides=_parse_sets(args.set))
+    th = _thresholds(args)
     with MemoryStore.open(args.db, read_only=args.dry_run) as store, _clients(args) as (c, e):
         if not args.dry_run:
             check_store_embedder(store, e)
@@ -377,7 +479,7 @@ def _synthesize(args: argparse.Namespace) -> int:
 def _recall(args: argparse.Namespace) -> int:
     from .recall import recall
 
-    th = load_thresholds(args.config, overrides=_parse_sets(args.set))
+    th = _thresholds(args)
     from .recall import ProcedureIndex
 
     with MemoryStore.open(args.db, read_only=True) as store, _clients(args) as (_, e):
@@ -394,7 +496,7 @@ def _recall(args: argparse.Namespace) -> int:
         for r in rows:
             print(f"{r['score']:.3f}  {r['id']}  {r['name']}: {r['when_to_use']}")
         if not rows:
-            print(f"nothing at cosine >= {th.similarity_tau}")
+            print(f"nothing at cosine >= {th.effective_recall_tau}")
     return EXIT_OK
 
 
@@ -436,7 +538,7 @@ def _procedures(args: argparse.Namespace) -> int:
 def _eval_point(args: argparse.Namespace) -> int:
     from .evaluation import EvalConfig, run_point
 
-    th = load_thresholds(args.config, overrides=_parse_sets(args.set))
+    th = _thresholds(args)
     cfg = EvalConfig(args.corpus, strategy=args.strategy, thresholds=th, k=args.k,
                      mode=args.mode, seed=args.seed, labels=args.labels, live=args.live,
                      step_limit=args.step_limit, family=args.family)
@@ -449,6 +551,49 @@ def _eval_point(args: argparse.Namespace) -> int:
             print(k)
     print(f"point written to {res.out_dir}", file=sys.stderr)
     return EXIT_OK
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    from .calibrate import CalibrationCorpus, calibrate
+
+    corpora = [CalibrationCorpus.parse(c) for c in args.corpora]
+    base = _thresholds(args)
+    with _clients(args) as (chat, emb):
+        cal = calibrate(corpora, emb, llm=None if args.no_recall else chat, mode=args.mode,
+                        k=args.k, min_occurrences=args.min_occurrences, base=base)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(cal.to_json(), encoding="utf-8")
+    if args.write_settings:
+        from .tuning import write_settings_block
+
+        write_settings_block(base.merge(cal.settings_block()), args.write_settings,
+                             overwrite=args.overwrite)
+    if args.json:
+        print(cal.to_json(), end="")
+        return EXIT_OK
+    print(f"embedder {cal.embedder}; chat model {cal.chat_model or '-'}; {cal.method}")
+    for c in cal.corpora:
+        print(f"  {c['path']} ({c['family']}): {c['goals']} distinct goals, {c['families']} "
+              f"families, {c['pairs']} pairs ({c['same_family_pairs']} same-family)"
+              + (f"; recall: {c['recall']['queries']} held-out goals, "
+                 f"{c['recall']['procedures']} procedures" if "recall" in c else ""))
+    for table, tau in (("clustering", cal.similarity_tau), ("recall", cal.recall_tau)):
+        if tau is None:
+            continue
+        print(f"{table}: tau   precision  recall  F1   (mean over corpora)")
+        for row in getattr(cal, table):
+            if abs(row.tau - tau) <= 0.1 + 1e-9 and round(row.tau * 100) % 5 == 0 \
+                    or abs(row.tau - tau) < 1e-9:
+                mark = "  <- proposed" if abs(row.tau - tau) < 1e-9 else ""
+                print(f"  {row.tau:.2f}  {_num(row.precision)}  {_num(row.recall)}  "
+                      f"{_num(row.f1)}{mark}")
+    print("settings block: " + json.dumps({"skill_synthesis": cal.settings_block()}))
+    return EXIT_OK
+
+
+def _num(x: float | None) -> str:
+    return "   -  " if x is None else f"{x:6.3f}"
 
 
 def _sweep(args: argparse.Namespace) -> int:
@@ -556,6 +701,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a GAIA memory_settings.json or a YAML file of thresholds")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override one threshold (repeatable)")
+    p.add_argument("--embedder", default=None, metavar="MODEL_ID",
+                   help="apply this embedder's shipped calibration (e.g. all-MiniLM-L6-v2-f16, "
+                   "the embedded one); default: none, GAIA's defaults")
     p.add_argument("--json", action="store_true",
                    help="print the memory_settings.json skill_synthesis block")
 
@@ -563,12 +711,20 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Prepare, serve and check the model backends.")
     mos = mo.add_subparsers(dest="models_command", metavar="ACTION", required=True)
     home_help = "models home (default $SKILLSYNTH_HOME or ~/.cache/skillsynth)"
+    from .chat_models import DEFAULT_CHAT_MODEL, chat_model_names
+
+    chat_names = ", ".join(chat_model_names())
     p = command(mos, "prepare", "install or locate llama-server and the embedded models "
                 "(idempotent)", _models_prepare)
     p.add_argument("--home", default=None, help=home_help)
+    p.add_argument("--chat", action="append", default=[], metavar="NAME",
+                   help=f"embedded chat model to prepare (repeatable; {chat_names}; default "
+                   f"{DEFAULT_CHAT_MODEL})")
+    chat_help = f"embedded chat model ({chat_names}; default {DEFAULT_CHAT_MODEL})"
     p = command(mos, "serve", "run the embedded chat and embedding servers until Ctrl-C",
                 _models_serve)
     p.add_argument("--home", default=None, help=home_help)
+    p.add_argument("--chat", default=None, metavar="NAME", help=chat_help)
     p.add_argument("--no-chat", action="store_true", help="do not start the chat server")
     p.add_argument("--no-embed", action="store_true", help="do not start the embedding server")
     p.add_argument("--threads", type=int, default=None, help="CPU threads per server")
@@ -580,6 +736,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "http://localhost:13305/api/v1)")
     p.add_argument("--no-start", action="store_true",
                    help="do not start the embedded servers to probe them")
+    p.add_argument("--chat", default=None, metavar="NAME", help=chat_help)
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
     be = sub.add_parser("bench", help="print performance figures",
@@ -597,12 +754,16 @@ def build_parser() -> argparse.ArgumentParser:
                 "embedded models", _bench_models)
     p.add_argument("--home", default=None, help=home_help)
     p.add_argument("--repeats", type=int, default=5, help="runs per figure (median reported)")
+    p.add_argument("--chat", default=None, metavar="NAME", help=chat_help)
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
     def model_options(p: argparse.ArgumentParser) -> None:
         p.add_argument("--backend", choices=("local", "lemonade"), default="local",
                        help="local: the embedded llama-server models; lemonade: Lemonade Server")
-        p.add_argument("--model", default=None, help="chat model id (lemonade backend)")
+        p.add_argument("--model", default=None,
+                       help=f"chat model: local, an embedded name ({chat_names}; default "
+                       f"{DEFAULT_CHAT_MODEL}); lemonade, a model id (default "
+                       "Gemma-4-E4B-it-GGUF)")
         p.add_argument("--embed-model", default=None, help="embedding model id (lemonade)")
         p.add_argument("--timeout", type=float, default=300.0,
                        help="seconds per model request (a first Lemonade load can take minutes)")
@@ -615,6 +776,23 @@ def build_parser() -> argparse.ArgumentParser:
                        help="override one threshold (repeatable)")
         p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
+    p = command(bes, "distill", "distillation quality per embedded chat model on labelled "
+                "corpora (parse, names, grounding, trigger, seconds)", _bench_distill)
+    p.add_argument("--chat", action="append", default=[], metavar="NAME",
+                   help=f"chat model to measure (repeatable; {chat_names})")
+    p.add_argument("--corpus", action="append", default=[], metavar="NAME=DB",
+                   help="a labelled corpus (repeatable; default: the shipped corpora, built "
+                   "from the checkout's datasets/)")
+    p.add_argument("--k", type=int, default=3, help="attempts per task in the history")
+    p.add_argument("--max-clusters", type=int, default=8,
+                   help="most qualified clusters distilled per corpus")
+    p.add_argument("--cache", default=None, help="call cache (default <models home>/cache.db)")
+    p.add_argument("--no-cache", action="store_true", help="no call cache")
+    p.add_argument("--config", default=None, help="memory_settings.json or YAML thresholds")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one threshold (repeatable)")
+    p.add_argument("--out", default=None, help="write the JSON figures here")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p = command(bes, "tuning", "seconds per tuning-view update on a synthetic corpus",
                 _bench_tuning)
     p.add_argument("--sessions", type=int, default=10_000, help="corpus size")
@@ -713,6 +891,26 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also run the live agent (both arms per probe, function calling)")
     p.add_argument("--step-limit", type=int, default=12,
                    help="the live agent's most tool calls per arm")
+    model_options(p)
+    p = command(sub, "calibrate", "measure same- vs different-family similarity on labelled "
+                "corpora and propose similarity_tau and recall_tau for an embedder", _calibrate)
+    p.add_argument("corpora", nargs="+", metavar="CORPUS[::FAMILY]",
+                   help="a labelled corpus database (corpus import/generate); ::tools reads "
+                   "its families by the tools rule (default ::task)")
+    p.add_argument("--no-recall", action="store_true",
+                   help="calibrate clustering only (no synthesis pass, no chat model)")
+    p.add_argument("--k", type=int, default=3, help="attempts per family in the recall pass's "
+                   "history")
+    p.add_argument("--mode", choices=("json", "yaml"), default="json",
+                   help="distillation mode of the recall pass")
+    p.add_argument("--min-occurrences", type=int, default=2,
+                   help="cluster size that qualifies in the recall pass (more procedures to "
+                   "measure; the proposal is for recall, not for min_occurrences)")
+    p.add_argument("--out", default=None, help="write the calibration JSON here")
+    p.add_argument("--write-settings", default=None, metavar="FILE",
+                   help="write the proposal as a memory_settings.json skill_synthesis block")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the block of an existing --write-settings file")
     model_options(p)
     p = command(sub, "sweep", "run a sweep spec through papermill (resumable)", _sweep)
     p.add_argument("spec", help="a sweep spec, e.g. eval/sweeps/synthetic-3x3x3.yaml")

@@ -5,18 +5,28 @@ logs and ignores a bad value; skillsynth is a research tool, so a bad value is a
 :class:`~skillsynth.errors.ConfigError` that names the key and the allowed range.
 
 Precedence when loading (house rule 6): explicit override > ``SKILLSYNTH_*`` environment
-> file > default. Stages never read the environment themselves; only :func:`load_thresholds`
-does.
+> file > the embedder's calibration > default. Stages never read the environment
+themselves; only :func:`load_thresholds` does.
+
+The calibration layer: tau is embedder-specific, so an embedder with a shipped calibration
+(``data/calibration/<embed model id>.json``, made by ``skillsynth calibrate``) gets its
+calibrated ``similarity_tau``, ``recall_tau`` and ``reconcile_tau`` whenever the user sets
+no tau. A user's
+tau that differs from the calibration is used as given, with a warning naming both.
+GAIA's own embedder has no calibration here, so GAIA's 0.82 stays its default.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +35,12 @@ import yaml
 from .errors import ConfigError
 
 __all__ = [
+    "CALIBRATED_KEYS",
     "ENV_PREFIX",
     "SETTINGS_BLOCK",
     "Thresholds",
+    "calibrated_defaults",
+    "calibration_for",
     "gaia_memory_disabled",
     "load_thresholds",
     "read_config_file",
@@ -37,6 +50,9 @@ __all__ = [
 ENV_PREFIX = "SKILLSYNTH_"
 #: The key of GAIA's ``memory_settings.json`` that holds the synthesis thresholds.
 SETTINGS_BLOCK = "skill_synthesis"
+#: The thresholds a calibration sets.
+CALIBRATED_KEYS = ("similarity_tau", "recall_tau", "reconcile_tau")
+log = logging.getLogger("skillsynth.config")
 
 
 def read_config_file(path: str | Path, what: str) -> Any:
@@ -87,10 +103,30 @@ class Thresholds:
         "cut with an explicit truncation marker (the stored body stays whole).", 1, None))
     recall_top_k: int = field(default=2, metadata=_doc(
         "Most procedures recalled for one goal.", 1, None))
+    recall_tau: float | None = field(default=None, metadata=_doc(
+        "Cosine threshold between a new goal and a procedure's when_to_use at recall. "
+        "Unset (null), recall uses similarity_tau, exactly as GAIA does; set it when the "
+        "calibration of your embedder and model proposes a different value.", 0.0, 1.0))
+    reconcile_tau: float | None = field(default=None, metadata=_doc(
+        "Cosine threshold between a new procedure's when_to_use and a stored one's: at or "
+        "above it the new one updates or repeats the stored one instead of being added. "
+        "Unset (null), similarity_tau, exactly as GAIA does. Trigger texts of different "
+        "goals share phrasing ('The user wants to ...'), so at a low, goal-calibrated tau "
+        "unrelated procedures would merge; calibrate it separately.", 0.0, 1.0))
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             object.__setattr__(self, f.name, _check(f, getattr(self, f.name), source=None))
+
+    @property
+    def effective_recall_tau(self) -> float:
+        """The recall threshold in force: ``recall_tau``, or ``similarity_tau`` when unset."""
+        return self.similarity_tau if self.recall_tau is None else self.recall_tau
+
+    @property
+    def effective_reconcile_tau(self) -> float:
+        """The reconcile threshold in force: ``reconcile_tau``, or ``similarity_tau``."""
+        return self.similarity_tau if self.reconcile_tau is None else self.reconcile_tau
 
     # -- construction -------------------------------------------------------------
     def merge(self, overrides: Mapping[str, Any] | None = None, *, source: str = "override",
@@ -146,8 +182,8 @@ class Thresholds:
 
     # -- export -------------------------------------------------------------------
     def to_settings_block(self) -> dict[str, Any]:
-        """The values as GAIA's ``skill_synthesis`` block (JSON-ready)."""
-        return dataclasses.asdict(self)
+        """The values as GAIA's ``skill_synthesis`` block (JSON-ready; unset values left out)."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
 
     @classmethod
     def describe(cls) -> dict[str, dict[str, Any]]:
@@ -183,6 +219,8 @@ def _check(f: dataclasses.Field[Any], value: Any, *, source: str | None) -> Any:
     """Validate one field value; return it in its canonical Python type."""
     key = f"{SETTINGS_BLOCK}.{f.name}"
     lo, hi = f.metadata["lo"], f.metadata["hi"]
+    if value is None and f.default is None:
+        return None  # an optional threshold left unset
     if f.type in ("bool", bool):
         if isinstance(value, bool):
             return value
@@ -194,7 +232,7 @@ def _check(f: dataclasses.Field[Any], value: Any, *, source: str | None) -> Any:
             else:
                 raise ConfigError(f"{key} must be an integer {_range_text(lo, hi)}, got {value!r}",
                                   key=key, source=source)
-    elif f.type in ("float", float):
+    elif f.type in ("float", float, "float | None"):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{key} must be a number {_range_text(lo, hi)}, got {value!r}",
                               key=key, source=source)
@@ -217,9 +255,51 @@ def _parse_env_value(f: dataclasses.Field[Any], raw: str, var: str) -> Any:
             return False
         raise ConfigError(f"{var} must be true/false or 1/0, got {raw!r}", key=f.name, source=var)
     try:
+        if f.default is None and text.lower() in ("", "null", "none"):
+            return None
         return int(text) if f.type in ("int", int) else float(text)
     except ValueError as exc:
         raise ConfigError(f"{var} must be a number, got {raw!r}", key=f.name, source=var) from exc
+
+
+@cache
+def calibrated_defaults(embed_model: str) -> dict[str, Any] | None:
+    """The shipped calibration of the embedder ``embed_model`` (model id, ``:dim`` allowed).
+
+    Returns the calibration file's content (``similarity_tau``, ``recall_tau``, ``corpora``,
+    ``method``, ``created_at``, ...) or None when this embedder has none.
+    """
+    name = embed_model.split(":")[0]
+    ref = resources.files("skillsynth").joinpath(f"data/calibration/{name}.json")
+    if not ref.is_file():
+        return None
+    data = json.loads(ref.read_text(encoding="utf-8"))
+    return data if isinstance(data, dict) else None
+
+
+def calibration_for(user_keys: set[str] | frozenset[str], embedder: str | None
+                    ) -> dict[str, float]:
+    """The calibrated values that apply when the user set ``user_keys``.
+
+    None set: every calibrated tau. ``similarity_tau`` set: none (recall and reconcile then
+    follow the user's tau, exactly as GAIA does, unless set too). Only ``recall_tau`` or
+    ``reconcile_tau`` set: the calibrated values of the others.
+    """
+    cal = calibrated_defaults(embedder) if embedder else None
+    if cal is None or "similarity_tau" in user_keys:
+        return {}
+    return {k: float(cal[k]) for k in CALIBRATED_KEYS
+            if k not in user_keys and cal.get(k) is not None}
+
+
+def _file_values(path: Path) -> dict[str, Any]:
+    """The threshold values a settings or YAML file sets (checked), nothing else."""
+    th = (Thresholds.from_memory_settings(path) if path.suffix.lower() == ".json"
+          else Thresholds.from_yaml(path))
+    data = read_config_file(path, "settings file") or {}
+    block = data.get(SETTINGS_BLOCK, data if path.suffix.lower() != ".json" else {})
+    return {k: getattr(th, k) for k in (block if isinstance(block, dict) else {})
+            if k in _field_names()}
 
 
 def load_thresholds(
@@ -227,34 +307,47 @@ def load_thresholds(
     *,
     overrides: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
+    embedder: str | None = None,
 ) -> Thresholds:
-    """Build the run's thresholds: overrides > ``SKILLSYNTH_*`` env > file > defaults.
+    """Build the run's thresholds: overrides > ``SKILLSYNTH_*`` env > file > calibration >
+    defaults.
 
     Args:
         path: a GAIA ``memory_settings.json`` (``.json``) or a YAML file; ``None`` for defaults.
         overrides: explicit values (e.g. from CLI flags); ``None`` values inherit.
         env: the environment to read ``SKILLSYNTH_<KEY>`` from; defaults to ``os.environ``.
             Pass ``{}`` to ignore the environment.
+        embedder: the embedding model id of the run; its shipped calibration (if any)
+            supplies the taus no other layer sets (:func:`calibration_for`).
 
     Raises:
         ConfigError: naming the key, the source and the allowed range.
     """
-    result = Thresholds()
+    layers: list[tuple[str, dict[str, Any]]] = []
     if path is not None:
-        p = Path(path)
-        result = (Thresholds.from_memory_settings(p) if p.suffix.lower() == ".json"
-                  else Thresholds.from_yaml(p))
+        layers.append((str(path), _file_values(Path(path))))
     environ = os.environ if env is None else env
     fields = {f.name: f for f in dataclasses.fields(Thresholds)}
-    from_env: dict[str, Any] = {}
     for name, f in fields.items():
         var = ENV_PREFIX + name.upper()
         if var in environ:
-            from_env[name] = _parse_env_value(f, environ[var], var)
-    for name, value in from_env.items():
-        result = result.merge({name: value}, source=ENV_PREFIX + name.upper())
+            layers.append((var, {name: _parse_env_value(f, environ[var], var)}))
     if overrides:
-        result = result.merge(overrides, source="override")
+        layers.append(("override", dict(overrides)))
+    user_keys = {k for _, values in layers for k, v in values.items() if v is not None}
+    result = Thresholds().merge(calibration_for(user_keys, embedder),
+                                source=f"calibration of {embedder}")
+    calibration = calibrated_defaults(embedder) if embedder else None
+    for source, values in layers:
+        result = result.merge(values, source=source)
+        for key in CALIBRATED_KEYS:
+            if calibration is None or values.get(key) is None:
+                continue
+            wanted = calibration.get(key)
+            if wanted is not None and abs(float(values[key]) - float(wanted)) > 1e-9:
+                log.warning("%s=%s from %s is used as given; the calibration of %s for this "
+                            "embedder is %s=%s (skillsynth calibrate)", key, values[key],
+                            source, embedder, key, wanted)
     return result
 
 

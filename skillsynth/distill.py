@@ -9,8 +9,10 @@ literal ``SKIP``.
 Two modes: ``yaml`` (free-form, as GAIA does; wrappers stripped explicitly) and ``json``
 (constrained by a JSON schema whose strings and arrays are all bounded; the SKIP decision
 is the field ``skip: true``; the answer is rendered to the intermediate shape).
-Either way the result goes through :meth:`Skill.parse`, and a skill naming a tool the runs
-never used is malformed.
+Either way the result goes through :meth:`Skill.parse` with its one repair rule (a tool
+repeated in ``tools_required`` keeps its first place; recorded in
+:attr:`Distillation.repairs`), and a skill naming a tool the runs never called is
+:class:`~skillsynth.errors.UngroundedSkill`: rejected, never trimmed.
 
 Both modes show one worked example (a restaurant booking, a domain no corpus here uses) as
 a prior user/assistant turn. Measured with the embedded SmolLM2-135M on two seeded synthetic
@@ -29,7 +31,7 @@ from typing import Any, Literal, Protocol
 
 from .cluster import Cluster
 from .config import Thresholds
-from .errors import MalformedSkill
+from .errors import MalformedSkill, UngroundedSkill
 from .skill import Skill, strip_wrappers
 
 __all__ = [
@@ -85,6 +87,7 @@ class Distillation:
     raw: str
     cached: bool
     stripped: bool
+    repairs: tuple[str, ...] = ()
 
 
 _JSON_SYSTEM = ("You write reusable procedures for a tool-using assistant from successful runs. "
@@ -197,8 +200,8 @@ def distill(cluster: Cluster, llm: _Chats, config: Thresholds,
     """One call; returns the raw answer and the Skill (None for SKIP).
 
     Raises:
-        MalformedSkill: the answer is neither SKIP nor a valid skill, or it names a tool
-            that none of the cluster's runs used.
+        UngroundedSkill: a valid skill that names a tool none of the cluster's runs called.
+        MalformedSkill: the answer is neither SKIP nor a valid skill.
         LLMError: the model call failed (the pass decides what that means).
     """
     del config  # the thresholds do not shape the prompt; kept for a uniform stage signature
@@ -234,14 +237,16 @@ def _interpret(cluster: Cluster, result: Any, mode: DistillMode) -> Distillation
         cleaned = strip_wrappers(raw)
         stripped = cleaned.strip() != raw.strip()
         text = None if cleaned.strip() == "SKIP" else cleaned
+    cached = bool(getattr(result, "cached", False))
     if text is None:
-        return Distillation(None, raw, bool(getattr(result, "cached", False)), stripped)
-    skill = Skill.parse(text)
+        return Distillation(None, raw, cached, stripped)
+    repairs: list[str] = []
+    skill = Skill.parse(text, repairs=repairs)
     unknown = sorted(set(skill.tools_required) - set(_cluster_tools(cluster)))
     if unknown:
-        raise MalformedSkill(f"names tools no run used: {', '.join(unknown)}",
-                             field="tools_required")
-    return Distillation(skill, raw, bool(getattr(result, "cached", False)), stripped)
+        raise UngroundedSkill(f"names tools no run of the cluster called: {', '.join(unknown)}",
+                              field="tools_required")
+    return Distillation(skill, raw, cached, stripped, tuple(repairs))
 
 
 def distill_cluster(cluster: Cluster, llm: _Chats, config: Thresholds,

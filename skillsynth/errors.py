@@ -11,13 +11,15 @@ through untranslated (it is chained with ``raise ... from exc``)::
     │   └── ReadOnlyStoreError   a write was attempted on a store opened read-only
     ├── SkillError               SKILL.md problems
     │   ├── MalformedSkill       LLM / intermediate output that is not a valid skill
+    │   │   └── UngroundedSkill  a skill naming a tool its runs never called
     │   └── SkillValidationError a file on disk fails a validator profile
     ├── CorpusFormatError        a corpus record is broken (names file, record, field)
     ├── LLMError                 model traffic
     │   ├── LLMUnavailable       server unreachable or 5xx after bounded retries
     │   ├── ModelNotFound        the configured model is not served (says how to get it)
     │   └── MalformedResponse    the server answered something we cannot parse
-    └── EmbedderError            embeddings could not be produced or would be mixed
+    ├── EmbedderError            embeddings could not be produced or would be mixed
+    └── PrepareError             a step of ``skillsynth models prepare`` failed (names it)
 
 Messages say what happened and what to do next.
 """
@@ -33,12 +35,14 @@ __all__ = [
     "MalformedResponse",
     "MalformedSkill",
     "ModelNotFound",
+    "PrepareError",
     "ReadOnlyStoreError",
     "SchemaError",
     "SkillError",
     "SkillValidationError",
     "SkillsynthError",
     "StoreError",
+    "UngroundedSkill",
 ]
 
 
@@ -91,6 +95,14 @@ class MalformedSkill(SkillError, ValueError):
     def __init__(self, message: str, *, field: str | None = None):
         self.field = field
         super().__init__(f"{field}: {message}" if field else message)
+
+
+class UngroundedSkill(MalformedSkill):
+    """A well-formed skill whose ``tools_required`` names a tool none of its runs called.
+
+    Counted apart from other malformed answers: ``grounded_tools_rate`` is the share of
+    parsed distillations that are not this.
+    """
 
 
 class SkillValidationError(SkillError):
@@ -159,3 +171,7 @@ class MalformedResponse(LLMError):
 
 class EmbedderError(SkillsynthError):
     """Embeddings could not be produced, or would mix vectors from different embedders."""
+
+
+class PrepareError(SkillsynthError):
+    """A step of ``skillsynth models prepare`` failed; the message names the step or part."""

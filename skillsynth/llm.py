@@ -35,6 +35,7 @@ __all__ = [
     "ChatResult",
     "Endpoint",
     "ModelConnection",
+    "tool_calls_in_content",
 ]
 
 Backend = Literal["lemonade", "local"]
@@ -244,6 +245,52 @@ class ChatResult:
         return int(self.usage.get("completion_tokens") or 0)
 
 
+def _json_values(text: str) -> list[Any]:
+    """Every JSON object or array that starts at a ``{`` or ``[`` in ``text``, in order."""
+    decoder, out, i = json.JSONDecoder(), [], 0
+    while i < len(text):
+        if text[i] in "{[":
+            try:
+                value, end = decoder.raw_decode(text, i)
+            except json.JSONDecodeError:
+                i += 1
+                continue
+            out.append(value)
+            i = end
+        else:
+            i += 1
+    return out
+
+
+def tool_calls_in_content(content: str | None, tools: Sequence[str]) -> tuple[dict[str, Any], ...]:
+    """Tool calls a model wrote as JSON text in ``content`` instead of ``tool_calls``.
+
+    Small local models (Qwen2.5-Coder 0.5B/1.5B under llama-server) answer a function-calling
+    request with ``{"name": ..., "arguments": {...}}`` as text, bare, in a code fence or in
+    ``<tool_call>`` tags. Such an object (or a list of them) counts as a call only when its
+    name is one of the offered ``tools``; anything else stays a text answer. Returned in the
+    OpenAI shape (``function.arguments`` a JSON string), with ids ``content_call_N``.
+    """
+    if not content or not tools:
+        return ()
+    offered = set(tools)
+    found: list[dict[str, Any]] = []
+    for value in _json_values(content):
+        for obj in value if isinstance(value, list) else [value]:
+            if not isinstance(obj, dict) or obj.get("name") not in offered:
+                continue
+            args = obj.get("arguments", obj.get("parameters", {}))
+            if isinstance(args, str):
+                try:
+                    args = json.loads(args)
+                except json.JSONDecodeError:
+                    pass
+            text = args if isinstance(args, str) else json.dumps(args)
+            found.append({"id": f"content_call_{len(found)}", "type": "function",
+                          "function": {"name": obj["name"], "arguments": text}})
+    return tuple(found)
+
+
 class ChatClient:
     """Chat completions against one :class:`Endpoint`, through an optional call cache."""
 
@@ -254,6 +301,10 @@ class ChatClient:
         self.conn = ModelConnection(endpoint, transport=transport)
         #: completions requested from the server (cache hits excluded).
         self.calls = 0
+        #: completions answered by the call cache (``cached`` lookups excluded).
+        self.cache_hits = 0
+        #: the latest answer :meth:`chat` returned (its usage, for benchmarks).
+        self.last: ChatResult | None = None
 
     def close(self) -> None:
         """Close the HTTP client (the cache belongs to the caller)."""
@@ -300,7 +351,9 @@ class ChatClient:
         if key is not None and self.cache is not None:
             hit = self.cache.get(key)
             if hit is not None:
-                return replace(self._parse(json.loads(hit)), cached=True)
+                self.cache_hits += 1
+                self.last = replace(self._parse(json.loads(hit)), cached=True)
+                return self.last
         self.conn.ensure_model()
         body = self.conn.request("POST", "/chat/completions", payload)
         self.calls += 1
@@ -309,6 +362,7 @@ class ChatClient:
             stored = self.cache.put(key, json.dumps(body).encode("utf-8"), kind="chat",
                                     model=self.endpoint.model)
             result = self._parse(json.loads(stored))  # the first stored answer wins
+        self.last = result
         return result
 
     def cached(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> ChatResult | None:

@@ -2,7 +2,8 @@
 
 A FAISS inner-product index over ``procedures.embedding`` of enabled, non-superseded rows
 (its own index, built from the procedures table only). A result comes back only at
-cosine >= ``similarity_tau``; a disabled or superseded procedure never does. Recalling
+cosine >= ``recall_tau`` (``similarity_tau`` when unset, as GAIA does); a disabled or
+superseded procedure never does. Recalling
 touches ``last_used_at`` (GAIA's semantics), so a read-only store must pass ``touch=False``.
 """
 
@@ -91,7 +92,8 @@ def recall(store: MemoryStore, embedder: Embeds, goal: str, config: Thresholds,
         store: the memory database.
         embedder: embeds the goal (as a query).
         goal: the new user goal.
-        config: ``similarity_tau`` and ``recall_top_k``.
+        config: ``effective_recall_tau`` (``recall_tau``, else ``similarity_tau``) and
+            ``recall_top_k``.
         top_k: overrides ``config.recall_top_k``.
         index: a prebuilt :class:`ProcedureIndex` (default: built from the store now).
         touch: set ``last_used_at`` on what is recalled (needs a writable store).
@@ -101,7 +103,7 @@ def recall(store: MemoryStore, embedder: Embeds, goal: str, config: Thresholds,
     if not len(idx):
         return []
     q = embedder.embed([goal], kind="query")[0]
-    hits = idx.search(q, top_k=k, tau=config.similarity_tau)
+    hits = idx.search(q, top_k=k, tau=config.effective_recall_tau)
     if touch and hits:
         with store.transaction():
             for h in hits:

@@ -1,16 +1,21 @@
 """Reconcile and store: ADD, UPDATE (supersede) or NOOP; never delete.
 
 A candidate is matched to the nearest enabled, non-superseded procedure by meaning
-(cosine of the when_to_use embeddings >= ``similarity_tau``). No match: ADD. A match with
+(cosine of the when_to_use embeddings >= ``reconcile_tau``, which is ``similarity_tau``
+unless set, as in GAIA). No match: ADD. A match with
 fewer successes than the candidate's cluster: UPDATE, i.e. insert the candidate and point
 the old row's ``superseded_by`` at it (Zep-style lineage; the old row stays). Otherwise
-NOOP. ``provenance.from_sessions`` lists the cluster's sessions, each checked to exist in
+NOOP. A written candidate whose name an active procedure already carries (other than the
+one it supersedes) is renamed by rule, ``<name>-2``, ``-3``, ... (recorded in
+:attr:`Reconciled.renamed_from` and counted by the pass as ``duplicate_names``): two
+procedures with one name would export to the same folder. ``provenance.from_sessions`` lists the cluster's sessions, each checked to exist in
 ``tool_history`` at synthesis time (later, GAIA's retention may let them dangle).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -22,7 +27,7 @@ from .recall import ProcedureIndex
 from .skill import Skill
 from .store import MemoryStore, Procedure, encode_embedding
 
-__all__ = ["PROVENANCE_SOURCE", "Action", "Reconciled", "reconcile_and_store"]
+__all__ = ["PROVENANCE_SOURCE", "Action", "Reconciled", "reconcile_and_store", "unique_name"]
 
 Action = Literal["ADD", "UPDATE", "NOOP"]
 PROVENANCE_SOURCE = "skillsynth"
@@ -38,12 +43,27 @@ class Reconciled:
         procedure_id: the row written (ADD/UPDATE) or the existing match (NOOP).
         superseded_id: the row an UPDATE superseded.
         score: cosine to the nearest existing procedure (None when there was none).
+        renamed_from: the model's name when it collided with an active procedure's.
     """
 
     action: Action
     procedure_id: str | None
     superseded_id: str | None = None
     score: float | None = None
+    renamed_from: str | None = None
+
+
+def unique_name(name: str, taken: Collection[str], max_len: int = 64) -> str:
+    """``name``, or ``name-2``, ``name-3``, ... : the first not in ``taken``."""
+    if name not in taken:
+        return name
+    n = 2
+    while True:
+        suffix = f"-{n}"
+        candidate = name[: max_len - len(suffix)].rstrip("-") + suffix
+        if candidate not in taken:
+            return candidate
+        n += 1
 
 
 def _check_provenance(store: MemoryStore, sessions: Sequence[str]) -> None:
@@ -60,7 +80,7 @@ def reconcile_and_store(candidate: Skill, cluster: Cluster, store: MemoryStore,
     """Decide ADD / UPDATE / NOOP for ``candidate`` and write it (unless ``dry_run``)."""
     vec = embedder.embed([candidate.description], kind="document")[0]
     index = ProcedureIndex.from_store(store)
-    nearest = index.search(vec, top_k=1, tau=config.similarity_tau)
+    nearest = index.search(vec, top_k=1, tau=config.effective_reconcile_tau)
     best = nearest[0] if nearest else None
     successes, attempts = cluster.successful_sessions, cluster.size
     if best is not None and successes <= best.procedure.success_count:
@@ -70,6 +90,12 @@ def reconcile_and_store(candidate: Skill, cluster: Cluster, store: MemoryStore,
         return Reconciled(action, None, best.procedure.id if best else None,
                           best.score if best else None)
     _check_provenance(store, cluster.session_ids)
+    taken = {p.name for p in store.procedures(active_only=True)
+             if best is None or p.id != best.procedure.id}
+    name = unique_name(candidate.name, taken)
+    renamed = candidate.name if name != candidate.name else None
+    if renamed:
+        candidate = dataclasses.replace(candidate, name=name)
     rep = cluster.representative()
     proc = Procedure(
         name=candidate.name, when_to_use=candidate.description,
@@ -83,4 +109,4 @@ def reconcile_and_store(candidate: Skill, cluster: Cluster, store: MemoryStore,
         if best is not None:
             store.supersede_procedure(best.procedure.id, stored.id)
     return Reconciled(action, stored.id, best.procedure.id if best else None,
-                      best.score if best else None)
+                      best.score if best else None, renamed)

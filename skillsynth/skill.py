@@ -159,14 +159,18 @@ class Skill:
 
     # ------------------------------------------------------------------ intermediate
     @classmethod
-    def parse(cls, text: str) -> Skill:
+    def parse(cls, text: str, *, repairs: list[str] | None = None) -> Skill:
         """Parse the intermediate shape an LLM emits into a canonical Skill.
 
         The input is exactly a ``---`` frontmatter block with the keys ``name``,
         ``when_to_use`` and ``tools_required`` (a list of tool names), then a body that
         has numbered steps and a ``## Edge cases`` section. Wrappers an LLM adds (code
-        fences, think tags) must be removed first with :func:`strip_wrappers`; this
-        function repairs nothing.
+        fences, think tags) must be removed first with :func:`strip_wrappers`.
+
+        Without ``repairs`` this function repairs nothing. With a list, one rule applies and
+        is recorded in it: a tool named twice in ``tools_required`` keeps its first place
+        (llama.cpp's JSON grammar does not enforce ``uniqueItems``, and a repeat loses no
+        meaning); ``"tools_required: dropped repeated X"`` is appended per tool.
 
         Raises:
             MalformedSkill: naming the field or the part of the document that is wrong.
@@ -195,6 +199,13 @@ class Skill:
         if not isinstance(tools, list):
             raise MalformedSkill("must be a YAML list of tool names",
                                  field="tools_required")
+        if repairs is not None:
+            kept = [t for i, t in enumerate(tools) if not isinstance(t, str)
+                    or t not in tools[:i]]
+            repairs += [f"tools_required: dropped repeated {t}"
+                        for t in dict.fromkeys(t for t in tools if isinstance(t, str)
+                                               and tools.count(t) > 1)]
+            tools = kept
         when = data["when_to_use"]
         if isinstance(when, str):
             when = when.strip()

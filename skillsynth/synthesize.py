@@ -7,7 +7,8 @@ Floors (the seed's off-state table):
   procedures stay recallable;
 * LLM unavailable: the whole pass is skipped and logged, the store unchanged (the model is
   probed before anything is written; a failure mid-pass rolls back the pass's writes);
-* malformed model output: that cluster is skipped and logged, the others go on;
+* malformed model output: that cluster is skipped and logged, the others go on; a skill
+  naming a tool its runs never called (ungrounded) is malformed and counted apart;
 * embedder failure: raised (clustering without embeddings would be guessing).
 
 Never a smaller-model or other-backend swap.
@@ -25,7 +26,7 @@ from .config import Thresholds, gaia_memory_disabled
 from .detect import Watermark, extract_sequences
 from .distill import DistillMode, distill
 from .embed import Embeds
-from .errors import LLMError, MalformedSkill
+from .errors import LLMError, MalformedSkill, UngroundedSkill
 from .reconcile import reconcile_and_store
 from .store import MemoryStore
 
@@ -37,7 +38,14 @@ log = logging.getLogger("skillsynth.synthesize")
 
 @dataclass(frozen=True)
 class PassReport:
-    """Counts of one pass, and why anything was skipped."""
+    """Counts of one pass, and why anything was skipped.
+
+    Of the ``distilled + ungrounded`` answers that parsed into a skill, ``ungrounded`` named
+    a tool the cluster never called (rejected); ``repaired`` were kept after the one repair
+    rule (a repeated tool dropped); ``duplicate_names`` were renamed because an active
+    procedure had their name. ``llm_calls`` and ``cache_hits`` together count every
+    distillation answer, malformed ones included, so a warm re-run counts what a cold one did.
+    """
 
     status: Literal["ran", "memory-disabled", "synthesis-disabled", "llm-unavailable",
                     "dry-run"]
@@ -49,6 +57,9 @@ class PassReport:
     added: int = 0
     updated: int = 0
     noop: int = 0
+    ungrounded: int = 0
+    repaired: int = 0
+    duplicate_names: int = 0
     skipped: tuple[tuple[str, str], ...] = ()
     llm_calls: int = 0
     cache_hits: int = 0
@@ -113,18 +124,23 @@ def synthesize_skills(
         return PassReport("dry-run", **base, skipped=tuple(over),
                           details={"would_distill": [c.session_ids for c in todo]})
     calls_before = getattr(llm, "calls", 0)
+    hits_before = getattr(llm, "cache_hits", 0)
     try:
         if todo and hasattr(llm, "conn"):
             llm.conn.ensure_model()  # probe before writing anything
         skipped = list(over)
-        added = updated = noop = distilled = hits = 0
+        added = updated = noop = distilled = ungrounded = repaired = renamed = 0
         ids: list[str] = []
         with store.transaction():
             for c in todo:
                 label = ",".join(c.session_ids[:3]) + ("…" if c.size > 3 else "")
                 try:
                     d = distill(c, llm, config, mode)
-                    hits += int(d.cached)
+                except UngroundedSkill as exc:
+                    log.warning("cluster [%s]: ungrounded skill rejected: %s", label, exc)
+                    skipped.append((label, f"ungrounded: {exc}"))
+                    ungrounded += 1
+                    continue
                 except MalformedSkill as exc:
                     log.warning("cluster [%s]: malformed model output skipped: %s", label, exc)
                     skipped.append((label, f"malformed: {exc}"))
@@ -134,7 +150,12 @@ def synthesize_skills(
                     skipped.append((label, "model answered SKIP"))
                     continue
                 distilled += 1
+                repaired += bool(d.repairs)
                 r = reconcile_and_store(d.skill, c, store, embedder, config)
+                if r.renamed_from:
+                    log.info("cluster [%s]: name %s taken by an active procedure: stored as "
+                             "its next free variant", label, r.renamed_from)
+                    renamed += 1
                 if r.action == "ADD":
                     added += 1
                 elif r.action == "UPDATE":
@@ -146,10 +167,13 @@ def synthesize_skills(
     except LLMError as exc:
         log.error("LLM unavailable: synthesis pass skipped, store unchanged: %s", exc)
         return PassReport("llm-unavailable", **base, message=str(exc),
-                          llm_calls=getattr(llm, "calls", 0) - calls_before)
+                          llm_calls=getattr(llm, "calls", 0) - calls_before,
+                          cache_hits=getattr(llm, "cache_hits", 0) - hits_before)
     if watermark is not None:
         watermark.write(store.path, detected.watermark_after)
     return PassReport("ran", **base, distilled=distilled, added=added, updated=updated,
-                      noop=noop, skipped=tuple(skipped),
-                      llm_calls=getattr(llm, "calls", 0) - calls_before, cache_hits=hits,
+                      noop=noop, ungrounded=ungrounded, repaired=repaired,
+                      duplicate_names=renamed, skipped=tuple(skipped),
+                      llm_calls=getattr(llm, "calls", 0) - calls_before,
+                      cache_hits=getattr(llm, "cache_hits", 0) - hits_before,
                       procedure_ids=tuple(ids))

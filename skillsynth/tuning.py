@@ -342,7 +342,7 @@ class TuningSession:
             if scores is not None:
                 order = np.argsort(-scores[j])[: config.recall_top_k]
                 picked = [(float(scores[j][i]), procs[i]) for i in order
-                          if scores[j][i] >= config.similarity_tau]
+                          if scores[j][i] >= config.effective_recall_tau]
             right = any(fam in p.families for _, p in picked) if picked else None
             skills = [p.skill for _, p in picked]
             chars = len(inject(skills, config))

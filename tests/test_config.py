@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 
@@ -87,3 +88,67 @@ def test_memory_disabled_is_the_exact_string_1():
     assert gaia_memory_disabled({"GAIA_MEMORY_DISABLED": "1"})
     assert not gaia_memory_disabled({"GAIA_MEMORY_DISABLED": "true"})
     assert not gaia_memory_disabled({})
+
+
+# ----------------------------------------------------------------- recall_tau and calibration
+def test_recall_tau_is_unset_by_default_and_then_follows_similarity_tau():
+    from skillsynth.config import Thresholds
+
+    th = Thresholds(similarity_tau=0.6)
+    assert th.recall_tau is None and th.effective_recall_tau == 0.6
+    assert "recall_tau" not in th.to_settings_block()  # GAIA's block gets no null
+    assert th.merge(recall_tau=0.4).effective_recall_tau == 0.4
+    with pytest.raises(ConfigError, match="recall_tau=1.5 is out of range"):
+        Thresholds(recall_tau=1.5)
+
+
+@pytest.fixture
+def calibrated(monkeypatch):
+    """A FAKE shipped calibration for the embedder id 'emb-x' (the numbers are arbitrary)."""
+    from skillsynth import config
+
+    table = {"emb-x": {"similarity_tau": 0.55, "recall_tau": 0.45, "method": "fake"}}
+    monkeypatch.setattr(config, "calibrated_defaults", lambda e: table.get(e.split(":")[0]))
+
+
+def test_the_embedders_calibration_applies_when_no_tau_is_set(calibrated):
+    th = load_thresholds(env={}, embedder="emb-x:384")
+    assert (th.similarity_tau, th.recall_tau) == (0.55, 0.45)
+    other = load_thresholds(env={}, embedder="user.embeddinggemma-300m-GGUF")
+    assert (other.similarity_tau, other.recall_tau) == (0.82, None)  # GAIA's own embedder
+    assert load_thresholds(env={}).similarity_tau == 0.82
+
+
+def test_a_users_tau_wins_with_a_warning_naming_both_values(calibrated, tmp_path, caplog):
+    settings = tmp_path / "memory_settings.json"
+    settings.write_text(json.dumps({"skill_synthesis": {"similarity_tau": 0.82}}))
+    with caplog.at_level(logging.WARNING, "skillsynth.config"):
+        th = load_thresholds(settings, env={}, embedder="emb-x")
+    # the user set a tau: used as given, and recall follows it as in GAIA
+    assert (th.similarity_tau, th.recall_tau, th.effective_recall_tau) == (0.82, None, 0.82)
+    assert "similarity_tau=0.82 from" in caplog.text and "similarity_tau=0.55" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, "skillsynth.config"):
+        th = load_thresholds(env={}, overrides={"recall_tau": 0.3}, embedder="emb-x")
+    assert (th.similarity_tau, th.recall_tau) == (0.55, 0.3)
+    assert "recall_tau=0.3 from override" in caplog.text and "recall_tau=0.45" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, "skillsynth.config"):
+        load_thresholds(env={}, overrides={"similarity_tau": 0.55}, embedder="emb-x")
+    assert caplog.text == ""  # agreeing with the calibration is not a contradiction
+
+
+def test_the_shipped_calibration_of_the_embedded_embedder_has_provenance():
+    from skillsynth.config import calibrated_defaults
+    from skillsynth.serve import EMBED_MODEL_ID
+
+    cal = calibrated_defaults(EMBED_MODEL_ID)
+    assert cal is not None, "data/calibration/<embedded embedder>.json is missing"
+    assert 0 < cal["similarity_tau"] < 0.82 and 0 < cal["recall_tau"] < 1
+    assert cal["embedder"].startswith(EMBED_MODEL_ID)
+    assert cal["method"] and cal["created_at"] and cal["chat_model"]
+    assert len(cal["corpora"]) >= 2
+    for c in cal["corpora"]:
+        assert len(c["sha256"]) == 64 and c["pairs"] > 0 and c["same_family_pairs"] > 0
+    th = load_thresholds(env={}, embedder=EMBED_MODEL_ID)
+    assert (th.similarity_tau, th.recall_tau) == (cal["similarity_tau"], cal["recall_tau"])

@@ -7,7 +7,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from fakes import FakeDistiller, FakeFamilyEmbedder, FakeToolAgent
+from fakes import FakeAgentAnswer, FakeDistiller, FakeFamilyEmbedder, FakeToolAgent
 
 from skillsynth.cache import file_sha256
 from skillsynth.config import Thresholds
@@ -200,7 +200,7 @@ def test_point_kpis_on_a_hand_built_corpus_are_exact(tmp_path):
     want = {"synthesis_fired_rate": 2 / 3, "recall_hit_rate": 2 / 3, "recall_precision": 1.0,
             "step_reduction": (0.25 + 0 + 0) / 3, "steps_saved": 1 / 3,
             "share_made_worse": 0.0, "validity_gaia691": 1.0, "validity_agentskills": 1.0,
-            "provenance_integrity": 1.0, "floors_behaved": 1.0}
+            "provenance_integrity": 1.0, "floors_behaved": 1.0, "grounded_tools_rate": 1.0}
     for name, value in want.items():
         assert k[name].value == pytest.approx(value), name
         assert k[name].lo <= k[name].value <= k[name].hi, name
@@ -208,6 +208,8 @@ def test_point_kpis_on_a_hand_built_corpus_are_exact(tmp_path):
         == (3, 2, 2)
     assert k["step_reduction"].estimate and not k["recall_hit_rate"].estimate
     assert k["llm_calls"].value == 2 == llm.calls
+    assert (k["grounded_tools_rate"].n, k["duplicate_name_count"].value) == (2, 0)
+    assert res.summary["pass"]["ungrounded"] == 0
     assert res.summary["floors"] == {
         "memory-disabled": True, "synthesis-disabled": True, "llm-unavailable": True,
         "disabled-not-recalled": True, "recall-threshold-and-state": True,
@@ -301,6 +303,46 @@ def test_agent_loop_follows_the_injected_procedure_and_respects_the_step_limit()
     cut = run_agent(llm, "find it", ReplayToolEnv(rec), label, tools=["search"], config=cfg,
                     step_limit=1)
     assert (cut.steps, cut.finished, cut.success) == (1, False, False)
+
+
+def test_tool_calls_written_as_json_text_are_taken_when_they_name_an_offered_tool():
+    from skillsynth.llm import tool_calls_in_content
+
+    fenced = '```json\n{"name": "search", "arguments": {"q": 1}}\n```'
+    (c,) = tool_calls_in_content(fenced, ["search", "read"])
+    assert c["function"] == {"name": "search", "arguments": '{"q": 1}'}
+    tagged = ('<tool_call>[{"name": "read", "arguments": "{\\"f\\": 1}"}, '
+              '{"name": "drop_db", "arguments": {}}]</tool_call>')
+    assert [x["function"]["name"] for x in tool_calls_in_content(tagged, ["read"])] == ["read"]
+    assert tool_calls_in_content('I would call {"name": "search"} but no.', ["read"]) == ()
+    assert tool_calls_in_content("Done. {not json", ["read"]) == ()
+    assert tool_calls_in_content(None, ["read"]) == ()
+
+
+class FakeTextCaller:
+    """FAKE chat client that writes each call as JSON text (as Qwen2.5-Coder does here)."""
+
+    def __init__(self, plan):
+        self.plan, self.calls = plan, 0
+
+    def chat(self, messages, **kw):
+        self.calls += 1
+        done = sum(1 for m in messages if m["role"] == "tool")
+        if done >= len(self.plan):
+            return FakeAgentAnswer("All done.", ())
+        name, args = self.plan[done]
+        return FakeAgentAnswer(json.dumps({"name": name, "arguments": args}), ())
+
+
+def test_the_agent_executes_calls_written_in_the_answer_text():
+    rec = [ToolCall("p", "search", '{"q": 1}', "hit", True, "t"),
+           ToolCall("p", "read", '{"f": 1}', "text", True, "t")]
+    label = SessionLabel("p", "t", "x", 4, essential_steps=("search", "read"))
+    llm = FakeTextCaller([("search", {"q": 1}), ("read", {"f": 1})])
+    run = run_agent(llm, "find it", ReplayToolEnv(rec), label, tools=["search", "read"],
+                    config=Thresholds())
+    assert (run.steps, run.content_calls, run.unknown_calls, run.success) == (2, 2, 0, True)
+    assert run.finished
 
 
 def test_live_kpis_pair_the_arms_per_probe():

@@ -7,6 +7,7 @@ product feature and CI is where it is proven.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
@@ -17,7 +18,7 @@ from skillsynth.cache import CallCache
 from skillsynth.embed import Embedder, check_store_embedder
 from skillsynth.errors import EmbedderError, LLMUnavailable, ModelNotFound
 from skillsynth.llm import ChatClient
-from skillsynth.serve import PreparedModels, locate_models, models_status, serve_local
+from skillsynth.serve import locate_models, models_status, serve_local
 from skillsynth.store import MemoryStore
 
 
@@ -152,7 +153,7 @@ def test_a_server_that_cannot_load_its_model_is_reported(tmp_path):
     bad = tmp_path / "broken.gguf"
     bad.write_bytes(b"GGUF not really")
     real = locate_models()
-    broken = PreparedModels(real.llama_server, real.chat_model, bad)
+    broken = dataclasses.replace(real, embed_model=bad)
     with pytest.raises(LLMUnavailable, match="exited"), \
             serve_local(broken, chat=False, log_dir=tmp_path):
         pass
@@ -220,3 +221,73 @@ def test_synthesize_recall_a_new_paraphrase_then_not_after_disable(servers, tmp_
             f"not recalled: when_to_use={p.when_to_use!r}"
         assert main(["procedures", "disable", str(db), p.id]) == 0
         assert recall(store, emb, probe, cfg) == []
+
+
+# The acceptance check of the models issue, as a user runs it: a fresh memory.db with three
+# task families of three paraphrased successful sessions, `skillsynth synthesize DB` with
+# the embedded default models and no settings (the embedder's shipped calibration applies),
+# then a fourth paraphrase per family recalls its own family's procedure first, and a
+# disabled procedure is never recalled.
+_FAMILIES = {
+    "cancel": (("Cancel my flight reservation ABC123",
+                "I want to cancel the booking for my trip to Denver",
+                "Please cancel flight booking XK42 for me"),
+               ("get_reservation", "cancel_reservation", "send_confirmation"),
+               "Could you cancel my plane ticket reservation?"),
+    "invoice": (("Find the invoice from Acme for March",
+                 "Locate the March invoice sent by Acme",
+                 "Get me Acme's invoice for March"),
+                ("search_file", "read_file", "summarize_document"),
+                "Where is the invoice Acme sent us in March?"),
+    "email": (("Reply to Bob's last email about the budget",
+               "Draft an answer to the mail from Bob on the budget",
+               "Write back to Bob about his budget message"),
+              ("list_inbox", "read_email", "draft_reply"),
+              "Answer the email Bob sent me about the budget"),
+}
+
+
+def _paraphrase_db(tmp_path):
+    import json as _json
+
+    from skillsynth.cli import main
+
+    src, db = tmp_path / "sessions.jsonl", tmp_path / "memory.db"
+    lines = []
+    for fam, (goals, tools, _) in _FAMILIES.items():
+        for i, g in enumerate(goals):
+            for j, t in enumerate(tools):
+                lines.append(_json.dumps({"session_id": f"{fam}-{i}", "tool_name": t,
+                                          "args": {"step": j}, "success": True,
+                                          "result_summary": "ok",
+                                          **({"goal": g} if j == 0 else {})}))
+    src.write_text("\n".join(lines) + "\n")
+    assert main(["corpus", "import", "--format", "jsonl", str(src), str(db)]) == 0
+    return db
+
+
+def test_three_families_of_paraphrases_at_the_defaults(servers, tmp_path, capsys):
+    from skillsynth.cli import main
+
+    db = _paraphrase_db(tmp_path)
+    capsys.readouterr()
+    assert main(["synthesize", str(db), "--json", "--no-cache"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert (rep["status"], rep["clusters"], rep["qualified"]) == ("ran", 3, 3), rep
+    assert rep["added"] == 3, f"one procedure per family expected: {rep}"
+    with MemoryStore.open(db, read_only=True) as store:
+        procs = store.procedures(active_only=True)
+    family_of = {p.id: {s.split("-")[0] for s in p.provenance["from_sessions"]} for p in procs}
+    assert sorted(f for fs in family_of.values() for f in fs) == sorted(_FAMILIES)
+    for fam, (_, _, probe) in _FAMILIES.items():
+        assert main(["recall", str(db), probe, "--json", "--no-cache"]) == 0
+        hits = json.loads(capsys.readouterr().out)
+        assert hits and family_of[hits[0]["id"]] == {fam}, \
+            f"{probe!r} recalled {hits} ({ {p.id: p.when_to_use for p in procs} })"
+        assert main(["procedures", "disable", str(db), hits[0]["id"]]) == 0
+        capsys.readouterr()
+        assert main(["recall", str(db), probe, "--json", "--no-cache"]) == 0
+        after = json.loads(capsys.readouterr().out)
+        assert hits[0]["id"] not in [h["id"] for h in after]
+        assert main(["procedures", "enable", str(db), hits[0]["id"]]) == 0
+        capsys.readouterr()

@@ -56,6 +56,30 @@ def test_spec_errors_name_the_key(tmp_path):
     assert len(ids) == len(set(ids)) == 4 and ids[-1].startswith("none-")
 
 
+def test_calibrated_tau_points_take_the_embedders_calibration(tmp_path):
+    from skillsynth.config import calibrated_defaults
+    from skillsynth.serve import EMBED_MODEL_ID
+
+    cal = calibrated_defaults(EMBED_MODEL_ID)
+    grid = SPEC["grid"] | {"similarity_tau": ["calibrated", 0.82]}
+    calibrated, gaia = (p.thresholds() for p in
+                        expand_points(SweepSpec.load(_spec(tmp_path, grid=grid))))
+    assert (calibrated.similarity_tau, calibrated.recall_tau, calibrated.reconcile_tau) == \
+        (cal["similarity_tau"], cal["recall_tau"], cal["reconcile_tau"])
+    # a number is GAIA's one-tau rule: recall and reconcile follow it
+    assert (gaia.similarity_tau, gaia.effective_recall_tau, gaia.effective_reconcile_tau) == \
+        (0.82, 0.82, 0.82)
+    # a local spec that sets no tau runs calibrated; a recall_tau it sets wins
+    no_tau = {k: v for k, v in SPEC["grid"].items() if k != "similarity_tau"}
+    (pt,) = expand_points(SweepSpec.load(_spec(tmp_path, grid=no_tau,
+                                               base={"recall_tau": 0.5})))
+    assert (pt.thresholds().similarity_tau, pt.thresholds().recall_tau) == \
+        (cal["similarity_tau"], 0.5)
+    # other backends have no calibration: "calibrated" is an error naming the key
+    with pytest.raises(ConfigError, match="similarity_tau: calibrated needs"):
+        SweepSpec.load(_spec(tmp_path, grid=grid, backend={"backend": "lemonade"}))
+
+
 def test_a_point_past_its_timeout_fails_loudly_and_the_others_still_run(tmp_path):
     # a real kernel under papermill; the stand-in point notebook sleeps for one strategy
     nb = nbformat.v4.new_notebook()

@@ -166,14 +166,19 @@ def test_floor_llm_down_skips_the_pass_and_leaves_the_store_unchanged(store, db_
     assert wm.read(db_path) == 0  # the sessions will be seen again next pass
 
 
-def test_floor_malformed_output_skips_that_cluster_only(store, caplog):
+def _invoice_and_mail(store) -> str:
+    """Three invoice and three mail sessions; returns a good answer for the mail cluster."""
     _sessions(store, 3)
     _sessions(store, 3, goal="sort my mail {i}", tools=("list_inbox", "draft_reply", "send"),
               prefix="mail")
-    bad = ANSWER.replace("## Edge cases", "## Notes")
-    good_mail = ANSWER.replace("find-invoice", "sort-mail").replace(
+    return ANSWER.replace("find-invoice", "sort-mail").replace(
         "search_file", "list_inbox").replace("read_file", "draft_reply").replace(
         "find an invoice", "sort mail")
+
+
+def test_floor_malformed_output_skips_that_cluster_only(store, caplog):
+    good_mail = _invoice_and_mail(store)
+    bad = ANSWER.replace("## Edge cases", "## Notes")
     with caplog.at_level(logging.WARNING, "skillsynth.synthesize"):
         rep = synthesize_skills(store, FakeLLM(bad, good_mail), FakeEmbedder(), Thresholds(),
                                 env={})
@@ -231,3 +236,67 @@ def test_distill_rejects_tools_no_run_used_and_accepts_skip(store):
     assert Skill.parse(msgs[2]["content"]).name == "book-restaurant-table"  # the example parses
     user = msgs[-1]["content"]
     assert '"q"' not in user  # arguments never reach the prompt
+
+
+def test_an_ungrounded_skill_is_rejected_and_counted_apart(store, caplog):
+    good_mail = _invoice_and_mail(store)
+    invented = ANSWER.replace("  - read_file", "  - get_invoice_details")
+    with caplog.at_level(logging.WARNING, "skillsynth.synthesize"):
+        rep = synthesize_skills(store, FakeLLM(invented, good_mail), FakeEmbedder(),
+                                Thresholds(), env={})
+    assert (rep.qualified, rep.distilled, rep.ungrounded, rep.added) == (2, 1, 1, 1)
+    assert rep.skipped[0][1].startswith("ungrounded:") and "get_invoice_details" in caplog.text
+    assert [p.name for p in store.procedures()] == ["sort-mail"]
+
+
+def test_a_repeated_tool_is_dropped_by_rule_and_recorded(store):
+    from skillsynth.distill import distill
+
+    _sessions(store, 3)
+    cfg = Thresholds()
+    (c,) = cluster_by_goal(extract_sequences(store, cfg).qualified, FakeEmbedder(), cfg)
+    twice = ANSWER.replace("  - read_file", "  - read_file\n  - search_file\n  - read_file")
+    d = distill(c, FakeLLM(twice), cfg)
+    assert d.skill.tools_required == ("search_file", "read_file")
+    assert d.repairs == ("tools_required: dropped repeated search_file",
+                         "tools_required: dropped repeated read_file")
+    with pytest.raises(MalformedSkill, match="repeats"):  # parse itself still repairs nothing
+        Skill.parse(twice.split("```markdown\n")[1].split("```")[0])
+    rep = synthesize_skills(store, FakeLLM(twice), FakeEmbedder(), cfg, env={})
+    assert (rep.added, rep.repaired) == (1, 1)
+
+
+def test_a_name_taken_by_another_active_procedure_is_renamed_and_counted(store):
+    _invoice_and_mail(store)
+    same_name = ANSWER.replace("search_file", "list_inbox").replace(
+        "read_file", "draft_reply").replace("find an invoice", "sort mail")
+    rep = synthesize_skills(store, FakeLLM(ANSWER, same_name), FakeEmbedder(), Thresholds(),
+                            env={})
+    assert (rep.added, rep.duplicate_names) == (2, 1)
+    assert sorted(p.name for p in store.procedures()) == ["find-invoice", "find-invoice-2"]
+    from skillsynth.reconcile import unique_name
+
+    assert unique_name("a" * 64, {"a" * 64}) == "a" * 62 + "-2"
+    assert unique_name("x", {"x", "x-2"}) == "x-3"
+
+
+def test_a_cached_malformed_answer_counts_as_a_cache_hit_on_every_rerun(store, db_path,
+                                                                       tmp_path):
+    # A real ChatClient over a loopback server and a real call cache: the malformed answer
+    # costs one call cold and one cache hit warm; it is never counted as neither.
+    from fakes import FakeServer
+
+    from skillsynth.cache import CallCache
+
+    _sessions(store, 3)
+    bad = ANSWER.replace("## Edge cases", "## Notes")
+    body = {"choices": [{"message": {"role": "assistant", "content": bad},
+                         "finish_reason": "stop"}], "usage": {}}
+    routes = {("GET", "/api/v1/models"): (200, {"data": [{"id": "m"}]}),
+              ("POST", "/api/v1/chat/completions"): (200, body)}
+    with FakeServer(routes) as srv, CallCache(tmp_path / "cache.db") as cache:
+        for expected in ((1, 0), (0, 1), (0, 1)):
+            with ChatClient(Endpoint("local", srv.base_url, "m"), cache=cache) as llm:
+                rep = synthesize_skills(store, llm, FakeEmbedder(), Thresholds(), env={})
+            assert (rep.llm_calls, rep.cache_hits) == expected
+            assert rep.added == 0 and "malformed" in rep.skipped[0][1]

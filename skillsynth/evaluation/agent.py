@@ -5,7 +5,9 @@ injected (their ``tools_required`` loaded first, GAIA's CORE > SKILL > SEMANTIC 
 at most 14 tools). Tools answer from the corpus: a call whose tool and arguments match a
 recorded call gets that call's recorded result (the probe's own calls first, then any
 session's); any other call gets an explicit error saying no recorded result exists. The
-loop stops when the model answers without a tool call or at the step limit.
+loop stops when the model answers without a tool call or at the step limit. A call the
+model wrote as JSON text in its answer (small local models do) is taken as a call when it
+names an offered tool (:func:`~skillsynth.llm.tool_calls_in_content`), and counted.
 
 Success is judged against the task's ground truth where the corpus has it: every
 ground-truth action (tool and arguments) was called (tau-bench, tau2), or else every
@@ -25,6 +27,7 @@ from typing import Any
 from ..corpora.labels import SessionLabel
 from ..errors import LLMError
 from ..inject import inject, tools_for_turn
+from ..llm import tool_calls_in_content
 from ..skill import Skill
 from ..store import ToolCall
 
@@ -106,6 +109,7 @@ class AgentRun:
         success: judged against ground truth (None without it).
         tokens: prompt + completion tokens the server reported.
         llm_calls, cache_hits: model turns requested, and those answered by the cache.
+        content_calls: calls read from the answer's text rather than its ``tool_calls``.
         error: a model error that ended the run (the arm then counts as not finished).
         wall_s: seconds.
     """
@@ -120,6 +124,7 @@ class AgentRun:
     cache_hits: int
     error: str | None
     wall_s: float
+    content_calls: int = 0
 
 
 def judge_success(label: SessionLabel, calls: Sequence[tuple[str, str]]) -> bool | None:
@@ -158,7 +163,7 @@ def run_agent(llm: Any, goal: str, env: ReplayToolEnv, label: SessionLabel, *,
     specs = env.specs(loaded)
     unknown_before = env.unknown
     made: list[tuple[str, str]] = []
-    tokens = turns = hits = 0
+    tokens = turns = hits = from_text = 0
     finished, error = False, None
     while len(made) < step_limit:
         try:
@@ -170,12 +175,16 @@ def run_agent(llm: Any, goal: str, env: ReplayToolEnv, label: SessionLabel, *,
         turns += 1
         hits += int(r.cached)
         tokens += int(r.usage.get("total_tokens") or 0)
-        if not r.tool_calls:
+        calls = r.tool_calls
+        if not calls:
+            calls = tool_calls_in_content(r.content, loaded)
+            from_text += len(calls)
+        if not calls:
             finished = True
             break
-        messages.append({"role": "assistant", "content": r.content or "",
-                         "tool_calls": list(r.tool_calls)})
-        for i, tc in enumerate(r.tool_calls):
+        messages.append({"role": "assistant", "content": "" if calls is not r.tool_calls
+                         else r.content or "", "tool_calls": list(calls)})
+        for i, tc in enumerate(calls):
             fn = tc.get("function") or {}
             name, args = str(fn.get("name", "")), fn.get("arguments") or "{}"
             made.append((name, canonical_args(args)))
@@ -186,4 +195,4 @@ def run_agent(llm: Any, goal: str, env: ReplayToolEnv, label: SessionLabel, *,
                 break
     return AgentRun(len(made), tuple(made), env.unknown - unknown_before, finished,
                     judge_success(label, made), tokens, turns - hits, hits, error,
-                    round(time.perf_counter() - t0, 3))
+                    round(time.perf_counter() - t0, 3), from_text)

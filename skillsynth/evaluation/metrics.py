@@ -242,11 +242,15 @@ def _live_kpis(live: Sequence[ProbeResult], kw: dict[str, Any]) -> list[KPI]:
 
 def point_kpis(rows: Sequence[ProbeResult], procedures: Sequence[ProcedureCheck],
                floors: Mapping[str, bool | None], *, llm_calls: int = 0, cache_hits: int = 0,
+               grounded: Sequence[bool] = (), duplicate_names: int = 0,
                seed: int = 0, n_boot: int = N_BOOT) -> dict[str, KPI]:
     """Every KPI of one point from its ``memory``-arm rows and its synthesis checks.
 
     ``floors`` maps each floor to True (behaved), False (misbehaved) or None (not
-    exercised at this point, e.g. nothing to distil).
+    exercised at this point, e.g. nothing to distil). ``grounded`` holds one flag per
+    distillation answer that parsed into a skill: did every tool it requires occur among
+    its cluster's calls. ``duplicate_names``: written skills renamed because an active
+    procedure had their name.
     """
     live = [r for r in rows if r.steps_method == "live"]
     rows = [r for r in rows if r.steps_method != "live"]
@@ -288,6 +292,10 @@ def point_kpis(rows: Sequence[ProbeResult], procedures: Sequence[ProcedureCheck]
     out.append(_kpi("provenance_integrity", procedures,
                     lambda cs: _mean([float(c.provenance_ok) for c in cs]),
                     unit="procedures", **kw))
+    out.append(_kpi("grounded_tools_rate", list(grounded),
+                    lambda xs: _mean([float(x) for x in xs]), unit="answers", **kw))
+    out.append(KPI("duplicate_name_count", float(duplicate_names), None, None,
+                   sum(grounded), "skills"))
     exercised = [ok for ok in floors.values() if ok is not None]
     out.append(_kpi("floors_behaved", exercised, lambda xs: _mean([float(x) for x in xs]),
                     unit="floors", **kw))

@@ -286,7 +286,10 @@ def run_point(cfg: EvalConfig, llm: Any, embedder: Embeds, out_dir: str | Path, 
         "malformed" in why for _, why in report.skipped) else None
     llm_calls = report.llm_calls if report else 0
     hits_n = report.cache_hits if report else 0
+    grounded = ([True] * report.distilled + [False] * report.ungrounded) if report else []
     kpis = point_kpis(rows, checks, floors, llm_calls=llm_calls, cache_hits=hits_n,
+                      grounded=grounded,
+                      duplicate_names=report.duplicate_names if report else 0,
                       seed=cfg.seed, n_boot=cfg.n_boot)
     with (out / "results.jsonl").open("w", encoding="utf-8") as fh:
         for r in rows:
@@ -355,7 +358,7 @@ def _replay_rows(cfg: EvalConfig, strategy: Strategy, split: Split, goals: Mappi
             floor_goal, floor_hit = goal, bool(hits)
         recall_ok &= all(h.procedure.active for h in hits) and (
             strategy.recall_kind != "embedding"
-            or all(h.score >= th.similarity_tau for h in hits))
+            or all(h.score >= th.effective_recall_tau for h in hits))
         skills = [skill_from_procedure(h.procedure) for h in hits]
         est = estimate_steps(calls, [t for s in skills for t in s.tools_required])
         rows.append(ProbeResult(

@@ -53,7 +53,8 @@ PARAMS = ("similarity_tau", "min_occurrences", "max_recall_body_chars")
 _SHOWN = ("synthesis_fired_rate", "recall_hit_rate", "recall_precision", "step_reduction",
           "share_made_worse", "live_step_reduction", "live_success_change",
           "live_share_made_worse", "validity_gaia691", "validity_agentskills",
-          "provenance_integrity", "floors_behaved", "llm_calls", "cache_hit_rate")
+          "grounded_tools_rate", "duplicate_name_count", "provenance_integrity",
+          "floors_behaved", "llm_calls", "cache_hit_rate")
 
 
 @dataclass(frozen=True)
@@ -314,13 +315,18 @@ def similarity_table(run: Run) -> pd.DataFrame:
 
 
 def validity_table(run: Run) -> pd.DataFrame:
-    """Per point: validity under both profiles, provenance, floors behaved and failed."""
-    cols = [f"validity_{p}" for p in PROFILES] + ["provenance_integrity", "floors_behaved"]
+    """Per point: validity under both profiles, grounding, provenance, floors."""
+    cols = [f"validity_{p}" for p in PROFILES] + ["grounded_tools_rate", "provenance_integrity",
+                                                  "floors_behaved"]
     df = run.points
     out = df[["strategy", *PARAMS]].copy()
     for k in cols:
+        if k not in df:  # a run from before the KPI existed
+            continue
         out[k] = [_fmt(df[k][i], df[f"{k}_lo"][i], df[f"{k}_hi"][i], df[f"{k}_n"][i])
                   for i in df.index]
+    if "duplicate_name_count" in df:
+        out["duplicate_names"] = df["duplicate_name_count"]
     out["floors_failed"] = df["floors_failed"]
     return out.set_index(["strategy", *PARAMS]).sort_index()
 

@@ -34,7 +34,7 @@ import numpy as np
 import yaml
 
 from ..backend import BackendSpec, open_clients
-from ..config import Thresholds, read_config_file
+from ..config import Thresholds, calibration_for, read_config_file
 from ..corpora.labels import LabelStore, labels_path_for
 from ..errors import ConfigError, SkillsynthError
 from ..store import MemoryStore
@@ -56,6 +56,8 @@ __all__ = [
     "run_sweep",
 ]
 
+#: A ``similarity_tau`` value that means "the embedder's calibrated taus".
+CALIBRATED = "calibrated"
 #: What a grid may vary: the strategy and the three thresholds the KPIs are swept over.
 GRID_KEYS = ("strategy", "similarity_tau", "min_occurrences", "max_recall_body_chars")
 _SPEC_KEYS = {"name", "description", "corpus", "backend", "mode", "k", "seed", "n_boot",
@@ -80,6 +82,8 @@ class SweepSpec:
         mode, k, seed, n_boot: passed to every point.
         live, step_limit: run the live agent at every point, with this step limit.
         family: the family rule of the split (``task`` or ``tools``).
+        calibration: the embedded embedder's calibrated taus (local backend), used by
+            ``similarity_tau: calibrated`` and by every point of a spec that sets no tau.
         workers: points run at once.
         source: the spec file.
     """
@@ -98,6 +102,7 @@ class SweepSpec:
     live: bool = False
     step_limit: int = 12
     family: FamilyRule = "task"
+    calibration: Mapping[str, float] = field(default_factory=dict)
     point_timeout_s: float | None = 3600.0
     description: str = ""
     source: str = ""
@@ -122,8 +127,22 @@ class SweepSpec:
                 raise ConfigError(f"missing '{key}'", key=key, source=str(p))
         backend = data.get("backend", "local")
         backend = {"backend": backend} if isinstance(backend, str) else dict(backend)
+        base = dict(data.get("base") or {})
+        calibration: dict[str, float] = {}
+        if backend.get("backend", "local") == "local":
+            # the embedded embedder's calibrated taus: for `similarity_tau: calibrated`, and
+            # for every point when the spec sets no tau anywhere
+            from ..serve import EMBED_MODEL_ID
+
+            calibration = calibration_for(set(), EMBED_MODEL_ID)
+            grid = data["grid"] if isinstance(data["grid"], Mapping) else {}
+            user = set(base) | set(grid) | {
+                k for pt in data.get("points") or () if isinstance(pt, Mapping) for k in pt}
+            if calibration and "similarity_tau" not in user:
+                base["similarity_tau"] = CALIBRATED
         spec = cls(name=str(data["name"]), corpus=data["corpus"], grid=data["grid"],
-                   points=tuple(data.get("points") or ()), base=data.get("base") or {},
+                   points=tuple(data.get("points") or ()), base=base,
+                   calibration=calibration,
                    backend=backend, mode=data.get("mode", "json"), k=int(data.get("k", 3)),
                    seed=int(data.get("seed", 0)), n_boot=int(data.get("n_boot", 2000)),
                    workers=int(data.get("workers", 2)), live=bool(data.get("live", False)),
@@ -197,6 +216,7 @@ class Point:
     strategy: str
     values: Mapping[str, Any]
     base: Mapping[str, Any]
+    calibration: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
@@ -217,9 +237,24 @@ class Point:
         return json.dumps([self.strategy, th], sort_keys=True)
 
     def thresholds(self) -> Thresholds:
-        """The point's thresholds (base, then the point's values)."""
-        return Thresholds().merge(dict(self.base), source="sweep base").merge(
-            dict(self.values), source=f"sweep point {self.strategy}")
+        """The point's thresholds (base, then the point's values).
+
+        ``similarity_tau: calibrated`` stands for the embedder's calibrated
+        ``similarity_tau``, ``recall_tau`` and ``reconcile_tau`` (a recall or reconcile tau
+        the spec sets wins); a number is GAIA's one-tau rule.
+        """
+        base, values = dict(self.base), dict(self.values)
+        if (base | values).get("similarity_tau") == CALIBRATED:
+            if not self.calibration:
+                raise ConfigError("similarity_tau: calibrated needs an embedder with a shipped "
+                                  "calibration (backend local)", key="similarity_tau")
+            base.pop("similarity_tau", None)
+            values.pop("similarity_tau", None)
+            base = dict(self.calibration) | base
+        elif base.get("similarity_tau") == CALIBRATED:
+            base.pop("similarity_tau")
+        return Thresholds().merge(base, source="sweep base").merge(
+            values, source=f"sweep point {self.strategy}")
 
 
 def expand_points(spec: SweepSpec) -> list[Point]:
@@ -232,7 +267,7 @@ def expand_points(spec: SweepSpec) -> list[Point]:
     out: dict[str, Point] = {}
     for c in combos:
         strategy = str(c.pop("strategy", "skillsynth"))
-        p = Point(strategy, c, spec.base)
+        p = Point(strategy, c, spec.base, spec.calibration)
         out.setdefault(p.id, p)
     return list(out.values())
 
@@ -332,7 +367,8 @@ def _shared_backend(spec: SweepSpec, cache: str | None) -> Iterator[BackendSpec]
                           key="backend", source=spec.source or None)
     from ..serve import locate_models, serve_local
 
-    with serve_local(locate_models(), request_timeout_s=timeout) as servers:
+    with serve_local(locate_models(chat=conf.pop("chat_model", None)),
+                     request_timeout_s=timeout) as servers:
         assert servers.chat is not None and servers.embed is not None
         yield BackendSpec("endpoints", chat_model=servers.chat.model,
                           embed_model=servers.embed.model, chat_url=servers.chat.base_url,

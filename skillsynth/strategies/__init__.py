@@ -101,6 +101,7 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
     Strategy("gaia-greedy", "gaia-greedy", {}, "embedding"),
     Strategy("cortexprism", "per-session",
              {"min_steps": 2, "min_occurrences": 1, "similarity_tau": CORTEXPRISM_DEDUP_TAU,
+              "reconcile_tau": CORTEXPRISM_DEDUP_TAU,
               "max_clusters_per_pass": 1_000_000}, "embedding"),
     Strategy("pheron", "agglomerative", {}, "keyword"),
     Strategy("none", None, {}, "none"),
