@@ -211,7 +211,8 @@ def _kebab(name: Any) -> bool:
 
 
 def bench_distill(corpora: dict[str, str], llm: Any, embedder: Any, config: Any, *,
-                  k: int = 3, max_clusters: int = 8, mode: str = "json") -> dict[str, Any]:
+                  k: int = 3, max_clusters: int = 8, mode: str = "json",
+                  log: Any = None) -> dict[str, Any]:
     """Distillation quality of one chat model on labelled corpora, per corpus.
 
     Each corpus's history (attempts 1..k) is detected and clustered with ``config``; the
@@ -221,6 +222,7 @@ def bench_distill(corpora: dict[str, str], llm: Any, embedder: Any, config: Any,
     cluster's calls), and the trigger test: the cosine of each skill's when_to_use to its
     own cluster's goals (mean) against its best mean cosine to another cluster's goals
     (``points_home``: own > best other). Seconds and completion tokens per uncached call.
+    ``log`` (a callable taking a line) hears of each corpus as it starts.
     """
     import json as _json
 
@@ -243,6 +245,8 @@ def bench_distill(corpora: dict[str, str], llm: Any, embedder: Any, config: Any,
                 seqs = extract_sequences(store, config).qualified
         clusters = [c for c in cluster_by_goal(seqs, embedder, config) if c.qualified]
         clusters = clusters[:max_clusters]
+        if log is not None:
+            log(f"{out['model']}: {name}: distilling {len(clusters)} cluster(s)")
         goal_vecs = [embedder.embed(list(c.goals), kind="document") for c in clusters]
         rows: list[dict[str, Any]] = []
         for i, c in enumerate(clusters):

@@ -11,21 +11,22 @@ all-MiniLM scores paraphrases lower. Two thresholds are calibrated separately:
   history (attempts 1..k) goes through a real synthesis pass at the proposed
   ``similarity_tau`` with the chat model, clusters of two or more runs qualifying (more
   families get a procedure; what a trigger says does not depend on it), every qualified
-  cluster distilled and nothing reconciled away (``reconcile_tau`` 1.0); then every later labelled session (never in the
-  history) is a query. Its top ``recall_top_k`` procedures are the candidates a recall
-  could return; a candidate is right when its provenance's family is the query's.
+  cluster distilled and nothing reconciled away (``reconcile_tau`` 1.0); then every later
+  labelled session (never in the history) is a query. Its top ``recall_top_k`` procedures
+  are the candidates a recall could return; a candidate is right when its provenance's
+  family is the query's.
 * ``reconcile_tau`` (reconcile): a new procedure's ``when_to_use`` vs a stored one's. Over
   the same pass's procedures, the lowest tau at which no two procedures of different
   families would merge (the next 0.01 step above the highest different-family cosine).
   Trigger texts share phrasing, so this sits well above the goal-calibrated
   ``similarity_tau``; GAIA uses one tau for both, which at a low tau merges everything.
 
-For clustering and recall, on a 0.01 grid: precision, recall and F1 (clustering: over
-goal pairs; recall: precision over candidates at or above tau, recall over queries whose
-family has a procedure). The proposal is the tau with the best F1 averaged over the corpora
-(each corpus weighs the same, whatever its size); ties go to the higher tau. This is an estimate from
-the corpora given, recorded with them; the shipped calibration of the embedded embedder is
-``data/calibration/<embed model id>.json``, used whenever that embedder runs and the user
+For clustering and recall, on a 0.01 grid: precision, recall and F1 (clustering: over goal
+pairs; recall: precision over candidates at or above tau, recall over queries whose family
+has a procedure). The proposal is the tau with the best F1 averaged over the corpora (each
+corpus weighs the same, whatever its size); ties go to the higher tau. This is an estimate
+from the corpora given, recorded with them; the shipped calibration of the embedded embedder
+is ``data/calibration/<embed model id>.json``, used whenever that embedder runs and the user
 set no tau (:func:`skillsynth.config.calibrated_defaults`).
 """
 
@@ -63,6 +64,7 @@ __all__ = [
     "CalibrationCorpus",
     "TauRow",
     "calibrate",
+    "check_corpora",
     "tau_table",
 ]
 
@@ -235,6 +237,18 @@ def _labelled(corpus: CalibrationCorpus, k: int = 3
     return split, fams, goals
 
 
+def check_corpora(corpora: Sequence[CalibrationCorpus]) -> None:
+    """Refuse, before any model starts, a corpus that is missing, unlabelled or one-family.
+
+    Raises:
+        ConfigError: naming the corpus and what is wrong.
+    """
+    if not corpora:
+        raise ConfigError("calibration needs at least one labelled corpus")
+    for c in corpora:
+        _labelled(c)
+
+
 def _clustering(corpus: CalibrationCorpus, embedder: Embeds
                 ) -> tuple[list[TauRow], dict[str, Any]]:
     _, fams, goals = _labelled(corpus)
@@ -324,8 +338,7 @@ def calibrate(corpora: Sequence[CalibrationCorpus], embedder: Embeds, *, llm: An
     Raises:
         ConfigError: no corpus, a corpus without labels or with fewer than two families.
     """
-    if not corpora:
-        raise ConfigError("calibration needs at least one labelled corpus")
+    check_corpora(corpora)
     base = (base or Thresholds()).merge(max_clusters_per_pass=100_000, reconcile_tau=1.0,
                                         min_occurrences=min_occurrences)
     tables, infos = [], []
@@ -363,9 +376,11 @@ def calibrate(corpora: Sequence[CalibrationCorpus], embedder: Embeds, *, llm: An
             row = next(r for r in rows if abs(r.tau - recall_tau) < 1e-9)
             info["recall_at_proposal"] = dataclasses.asdict(row)
         chat_model = chat_model or getattr(getattr(llm, "endpoint", None), "model", None)
-    extra = {"k": k, "min_occurrences": min_occurrences, "mode": mode} if llm else {}
+    extra = ({"k": k, "min_occurrences": min_occurrences, "mode": mode} if llm is not None
+             else {})
     return Calibration(
-        extra=extra, embedder=str(getattr(embedder, "embedder_id", "unknown")), similarity_tau=sim_tau,
+        extra=extra, embedder=str(getattr(embedder, "embedder_id", "unknown")),
+        similarity_tau=sim_tau,
         recall_tau=recall_tau, chat_model=chat_model if llm is not None else None,
         method=METHOD, corpora=tuple(infos), clustering=tuple(clustering),
         recall=tuple(recall_rows), reconcile_tau=reconcile_tau,

@@ -1,14 +1,14 @@
 """Reconcile and store: ADD, UPDATE (supersede) or NOOP; never delete.
 
-A candidate is matched to the nearest enabled, non-superseded procedure by meaning
-(cosine of the when_to_use embeddings >= ``reconcile_tau``, which is ``similarity_tau``
-unless set, as in GAIA). No match: ADD. A match with
-fewer successes than the candidate's cluster: UPDATE, i.e. insert the candidate and point
-the old row's ``superseded_by`` at it (Zep-style lineage; the old row stays). Otherwise
-NOOP. A written candidate whose name an active procedure already carries (other than the
-one it supersedes) is renamed by rule, ``<name>-2``, ``-3``, ... (recorded in
-:attr:`Reconciled.renamed_from` and counted by the pass as ``duplicate_names``): two
-procedures with one name would export to the same folder. ``provenance.from_sessions`` lists the cluster's sessions, each checked to exist in
+A candidate is matched to the nearest enabled, non-superseded procedure by meaning (cosine
+of the when_to_use embeddings >= ``reconcile_tau``, which is ``similarity_tau`` unless set,
+as in GAIA). No match: ADD. A match with fewer successes than the candidate's cluster:
+UPDATE, i.e. insert the candidate and point the old row's ``superseded_by`` at it (Zep-style
+lineage; the old row stays). Otherwise NOOP. A written candidate whose name an active
+procedure already carries (other than the one it supersedes) is renamed by rule,
+``<name>-2``, ``-3``, ... (recorded in :attr:`Reconciled.renamed_from` and counted by the
+pass as ``duplicate_names``): two procedures with one name would export to the same folder.
+``provenance.from_sessions`` lists the cluster's sessions, each checked to exist in
 ``tool_history`` at synthesis time (later, GAIA's retention may let them dangle).
 """
 

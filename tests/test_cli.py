@@ -131,3 +131,19 @@ def test_procedures_list_show_disable_enable_export(tmp_path, capsys):
     assert main(["procedures", "export", db, pid, "--out", str(out)]) == 0
     assert main(["skill", "validate", str(out / row["name"]), "--profile", "agentskills"]) == 0
     assert main(["procedures", "show", db, "proc_nope"]) == 1
+
+
+def test_an_unknown_chat_model_is_refused_before_any_work(tmp_path, capsys):
+    home = tmp_path / "home"
+    assert main(["models", "prepare", "--home", str(home), "--chat", "gpt-5"]) == 1
+    err = capsys.readouterr().err
+    assert "unknown embedded chat model 'gpt-5'" in err and "qwen2.5-coder-0.5b" in err
+    assert not home.exists()  # refused before the models home was even created
+
+
+def test_calibrate_refuses_a_corpus_without_labels(tmp_path, capsys):
+    db = tmp_path / "bare.db"
+    assert main(["db", "init", str(db)]) == 0
+    # the check runs before any model server starts (--no-recall: no chat model is needed)
+    assert main(["calibrate", str(db), "--no-recall", "--no-cache"]) == 1
+    assert "calibration needs labels" in capsys.readouterr().err

@@ -291,3 +291,34 @@ def test_three_families_of_paraphrases_at_the_defaults(servers, tmp_path, capsys
         assert hits[0]["id"] not in [h["id"] for h in after]
         assert main(["procedures", "enable", str(db), hits[0]["id"]]) == 0
         capsys.readouterr()
+
+
+def test_the_default_chat_model_is_the_checked_assembly_of_its_parts():
+    # `models prepare` (the README's test command) assembled it; re-hash it here, whatever
+    # the stamp beside it says
+    from skillsynth.cache import file_sha256
+    from skillsynth.chat_models import DEFAULT_CHAT_MODEL, chat_model, locate_chat_model
+    from skillsynth.serve import models_home
+
+    spec = chat_model(DEFAULT_CHAT_MODEL)
+    path = locate_chat_model(spec.name, models_home())
+    assert path.parent == models_home() / "models" and path.stat().st_size == spec.size
+    assert file_sha256(path) == spec.sha256
+    assert locate_models().chat_id == spec.model_id
+
+
+def test_the_default_model_calls_a_tool_and_the_call_is_read(servers):
+    # Qwen2.5-Coder answers function calling with the call as JSON text in `content` under
+    # llama-server; either way the agent must see one call of the offered tool.
+    from skillsynth.llm import tool_calls_in_content
+
+    tools = [{"type": "function", "function": {
+        "name": "get_weather", "description": "Current weather of a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                       "required": ["city"]}}}]
+    with ChatClient(servers.chat) as c:
+        r = c.chat([{"role": "user", "content": "What is the weather in Paris right now?"}],
+                   tools=tools, max_tokens=96, seed=0)
+    calls = r.tool_calls or tool_calls_in_content(r.content, ["get_weather"])
+    assert [x["function"]["name"] for x in calls] == ["get_weather"], r
+    assert "paris" in calls[0]["function"]["arguments"].lower()

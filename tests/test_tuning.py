@@ -119,3 +119,49 @@ def test_a_users_own_gaia_db_is_tuned_read_only_without_labels(tmp_path):
     assert view.recalls == [] and view.pairs.precision is None and len(ts.pairs.cosines) == 0
     assert hashlib.sha256(db.read_bytes()).hexdigest() == before
     assert not (tmp_path / "memory.db-wal").exists()
+
+
+class RecordingDisplay:
+    """Stands in for IPython's display: keeps every shown object and every in-place update."""
+
+    def __init__(self):
+        self.shown, self.updates = [], []
+
+    def __call__(self, obj, display_id=False, **kw):
+        self.shown.append(obj)
+        rec = self
+
+        class Handle:
+            def update(self, new):
+                rec.updates.append(new)
+        return Handle() if display_id else None
+
+
+def test_the_tuning_app_renders_and_its_widgets_rerender_in_place(tmp_path):
+    # The notebook's application without a kernel: widgets built, a slider moved, the view
+    # under them updated in place; the settings button refuses to overwrite, then writes.
+    import ipywidgets  # noqa: F401  (the notebooks extra; the README's test command installs it)
+
+    from skillsynth.tuning_app import TuningApp
+
+    gen = generate_corpus(tmp_path / "c.db", seed=0, attempts=5,
+                          noise=NoiseConfig(0.0, 0.0, 0.0))
+    shown = RecordingDisplay()
+    llm = FakeDistiller()
+    app = TuningApp([str(gen.db_path)], llm, FakeFamilyEmbedder(), display=shown)
+    start = Thresholds(similarity_tau=0.8, min_occurrences=3)
+    assert app.session(str(gen.db_path)).distill_missing(start, llm) == 5
+    app.show(start, "agglomerative", tmp_path / "memory_settings.json")
+    box, summary, *_ = shown.shown
+    assert type(box).__name__ == "VBox" and summary["tau"] == 0.8
+    assert summary["distilled"] == 5 and summary["right"] == 5
+    app.controls["min_occurrences"].value = 4  # as if moved by hand
+    moved = shown.updates[0]
+    assert (moved["min_occurrences"], moved["qualified_clusters"]) == (4, 0)
+    assert len(shown.updates) == 5  # every part updated in place, none shown again
+    path = tmp_path / "memory_settings.json"
+    path.write_text("{}")
+    assert app.write_settings().startswith("not written")
+    app.controls["overwrite"].value = True
+    assert app.write_settings().startswith("written")
+    assert load_thresholds(path, env={}).min_occurrences == 4

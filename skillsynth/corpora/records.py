@@ -22,7 +22,25 @@ from ..errors import CorpusFormatError
 from ..store import serialize_args
 from .labels import SessionLabel
 
-__all__ = ["MAX_FIELD_CHARS", "BadRecord", "CallRecord", "SessionRecord", "SourceFile"]
+__all__ = [
+    "MAX_FIELD_CHARS",
+    "BadRecord",
+    "Break",
+    "Call",
+    "CallRecord",
+    "FieldError",
+    "Reply",
+    "SessionRecord",
+    "SourceFile",
+    "TurnRecord",
+    "args_text",
+    "check_text",
+    "iso",
+    "need",
+    "pair_calls",
+    "session_uuid",
+    "synthetic_clock",
+]
 
 #: The largest text field an importer accepts. GAIA keeps 500 characters of args, results
 #: and errors; a field past a million characters is a broken record (an embedded blob, a

@@ -31,7 +31,8 @@ from ..llm import tool_calls_in_content
 from ..skill import Skill
 from ..store import ToolCall
 
-__all__ = ["AGENT_PROMPT_VERSION", "AgentRun", "ReplayToolEnv", "judge_success", "run_agent"]
+__all__ = ["AGENT_PROMPT_VERSION", "AgentRun", "ReplayToolEnv", "canonical_args", "judge_success",
+           "run_agent"]
 
 #: Part of the call-cache key of every agent turn.
 AGENT_PROMPT_VERSION = "agent-v1"

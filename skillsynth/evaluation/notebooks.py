@@ -14,6 +14,7 @@ import os
 import tempfile
 import uuid
 from collections.abc import Mapping
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -40,18 +41,21 @@ class IPCKernelManager(AsyncKernelManager):
 
 
 def find_notebook(name: str) -> Path:
-    """A notebook shipped in the repository's ``notebooks/`` (or ``SKILLSYNTH_NOTEBOOKS``).
+    """A notebook shipped with the package (``skillsynth/notebooks/``, package data).
+
+    Found through :mod:`importlib.resources`, so a checkout, an editable install and an
+    installed wheel all run the same file.
 
     Raises:
-        SkillsynthError: it is not there (the message says where it looked).
+        SkillsynthError: there is no such notebook (the message lists the shipped ones).
     """
-    root = Path(os.environ.get("SKILLSYNTH_NOTEBOOKS")
-                or Path(__file__).resolve().parents[2] / "notebooks")
-    p = root / name
-    if not p.is_file():
-        raise SkillsynthError(f"notebook {p} not found; run from a skillsynth checkout or set "
-                              "SKILLSYNTH_NOTEBOOKS to its notebooks/ folder")
-    return p
+    folder = resources.files("skillsynth").joinpath("notebooks")
+    ref = folder.joinpath(name)
+    if not ref.is_file():
+        shipped = sorted(x.name for x in folder.iterdir() if x.name.endswith(".ipynb"))
+        raise SkillsynthError(f"no notebook {name!r} ships with skillsynth; shipped: "
+                              f"{', '.join(shipped)}")
+    return Path(str(ref))
 
 
 def execute_notebook(notebook: str | Path, out: str | Path, parameters: Mapping[str, Any], *,

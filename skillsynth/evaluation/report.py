@@ -1,8 +1,8 @@
 """Reports over a sweep run: tables, PNG plots, the HTML report and the baseline gate.
 
 Everything here reads the run folder :func:`~skillsynth.evaluation.sweep.run_sweep` wrote;
-nothing calls a model. The report notebook (``notebooks/report.ipynb``) is a sequence of
-calls to these functions; :func:`render_report` executes it and writes HTML.
+nothing calls a model. The report notebook (``skillsynth/notebooks/report.ipynb``) is a
+sequence of calls to these functions; :func:`render_report` executes it and writes HTML.
 
 A baseline (``eval/baselines/NAME.json``) is committed KPI values with tolerances::
 

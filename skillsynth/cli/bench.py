@@ -1,0 +1,217 @@
+"""``skillsynth bench``: performance and quality figures (medians with n)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..config import load_thresholds
+from ..errors import SkillsynthError
+from ._common import (
+    EXIT_OK,
+    HOME_HELP,
+    chat_help_text,
+    chat_names_text,
+    clients,
+    command,
+    group,
+    model_options,
+    num,
+    parse_sets,
+    print_json,
+)
+
+__all__ = ["register"]
+
+
+def _bench_models(args: argparse.Namespace) -> int:
+    from ..bench import bench_models
+    from ..serve import locate_models, serve_local
+
+    with serve_local(locate_models(args.home, chat=args.chat)) as servers:
+        figures = bench_models(servers, repeats=args.repeats)
+    if args.json:
+        print_json(figures)
+        return EXIT_OK
+    c, e, k = figures["chat_tokens_per_s"], figures["embeddings_per_s"], figures["cached_call_ms"]
+    print(f"chat generation   {c['median']:8.1f} tokens/s  (median of n={c['n']}, {c['model']}, "
+          f"{c['max_tokens']} max tokens)")
+    pp = figures["prompt_tokens_per_s"]
+    print(f"prompt processing {pp['median']:8.1f} tokens/s  (median of n={pp['n']}, about 600 "
+          "prompt tokens)")
+    print(f"embeddings        {e['median']:8.1f} texts/s   (median of n={e['n']} batches of "
+          f"{e['batch']} short goals, {e['model']})")
+    print(f"cached chat call  {k['median']:8.3f} ms        (median of n={k['n']})")
+    return EXIT_OK
+
+
+_SHIPPED = {"synthetic-8": ("synthetic", None, None),
+            "taubench-airline": ("taubench", "datasets/taubench-airline-gpt4o/*.json.gz", None),
+            "tau2-airline": ("tau2", "datasets/tau2-airline/*1trials.json.gz",
+                             "datasets/tau2-airline/tasks_airline_HEAD.json.gz"),
+            "tau2-retail": ("tau2", "datasets/tau2-retail/*1trials.json.gz",
+                            "datasets/tau2-retail/tasks_retail_HEAD.json.gz")}
+
+
+def _shipped_corpora(folder: Path) -> dict[str, str]:
+    """Build the shipped corpora (from a checkout's datasets/) into ``folder``."""
+    from glob import glob
+
+    from ..corpora.importing import import_corpus
+    from ..corpora.synthetic import generate_corpus
+
+    out = {}
+    for name, (fmt, pattern, tasks) in _SHIPPED.items():
+        db = folder / f"{name}.db"
+        if fmt == "synthetic":
+            generate_corpus(db, families=8, seed=0, attempts=5)
+        else:
+            files = sorted(glob(pattern or ""))
+            if not files:
+                raise SkillsynthError(f"shipped corpus {name}: no files match {pattern} (run "
+                                      "from a skillsynth checkout, or pass --corpus)")
+            import_corpus(fmt, files, db, tasks=tasks)  # type: ignore[arg-type]
+        out[name] = str(db)
+    return out
+
+
+def _bench_distill(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from ..bench import bench_distill
+    from ..cache import CallCache
+    from ..chat_models import DEFAULT_CHAT_MODEL
+    from ..embed import Embedder
+    from ..llm import ChatClient
+    from ..serve import EMBED_MODEL_ID, locate_models, models_home, serve_local
+
+    th = load_thresholds(args.config, overrides=parse_sets(args.set), embedder=EMBED_MODEL_ID)
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        corpora = (dict(c.split("=", 1) for c in args.corpus) if args.corpus
+                   else _shipped_corpora(Path(tmp)))
+        cache = None if args.no_cache else CallCache(Path(args.cache or models_home()
+                                                          / "cache.db"))
+        try:
+            for name in args.chat or [DEFAULT_CHAT_MODEL]:
+                with serve_local(locate_models(chat=name)) as servers:
+                    assert servers.chat is not None and servers.embed is not None
+                    with ChatClient(servers.chat, cache=cache) as chat, \
+                            Embedder(servers.embed, cache=cache) as emb:
+                        results.append(bench_distill(
+                            corpora, chat, emb, th, k=args.k, max_clusters=args.max_clusters,
+                            log=lambda line: print(line, file=sys.stderr, flush=True)))
+        finally:
+            if cache is not None:
+                cache.close()
+    if args.out:
+        Path(args.out).write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    if args.json:
+        print_json(results)
+        return EXIT_OK
+
+    def v(x: dict[str, Any]) -> str:
+        return "  -  " if x["value"] is None else f"{x['value']:.2f}"
+
+    print(f"similarity_tau {th.similarity_tau}; json mode; at most {args.max_clusters} "
+          "clusters per corpus; shares with their n")
+    print(f"{'model':<36} {'corpus':<17} {'n':>3} {'parse':>6} {'kebab':>6} {'unique':>6} "
+          f"{'ground':>6} {'home':>6} {'own':>6} {'other':>6} {'s/dist':>7} {'tok':>5}")
+    for r in results:
+        for cname, c in r["corpora"].items():
+            sec, tok = c["seconds_per_distillation"], c["completion_tokens"]
+            print(f"{r['model']:<36} {cname:<17} {c['answers']:>3} {v(c['parse_rate']):>6} "
+                  f"{v(c['kebab_names']):>6} {v(c['unique_names']):>6} {v(c['grounded']):>6} "
+                  f"{v(c['points_home']):>6} {num(c['own_cosine_mean']):>6} "
+                  f"{num(c['best_other_cosine_mean']):>6} "
+                  f"{num(sec['median']):>7} {num(tok['median']):>5}")
+    return EXIT_OK
+
+
+def _bench_pipeline(args: argparse.Namespace) -> int:
+    from ..bench import bench_pipeline
+
+    figures = bench_pipeline(tuple(args.sizes), tuple(args.procedures), seed=args.seed)
+    if args.json:
+        print_json(figures)
+        return EXIT_OK
+    print(f"detect and cluster (synthetic stores, {figures['dim']}-d pre-made vectors, "
+          "embedding excluded; one run each, seconds)")
+    for row in figures["detect_cluster"]:
+        parts = [f"detect {row['detect_s']:.2f}"]
+        for m in ("agglomerative", "gaia-greedy", "hdbscan"):
+            v = row.get(f"{m}_s")
+            parts.append(f"{m} {v:.2f}" if v is not None else f"{m} skipped")
+        print(f"  {row['sessions']:>7} sessions: " + ", ".join(parts))
+    print("recall latency (FAISS flat inner product, top_k 2)")
+    for r in figures["recall"]:
+        print(f"  {r['procedures']:>7} procedures: median {r['median_ms']:.3f} ms, "
+              f"p99 {r['p99_ms']:.3f} ms (n={r['n']} queries)")
+    return EXIT_OK
+
+
+def _bench_tuning(args: argparse.Namespace) -> int:
+    from ..bench import bench_tuning
+
+    with clients(args) as (chat, emb):
+        f = bench_tuning(emb, chat, sessions=args.sessions, repeats=args.repeats)
+    if args.json:
+        print_json(f)
+        return EXIT_OK
+    print(f"tuning view on a synthetic corpus of {f['corpus_sessions']} sessions: "
+          f"{f['sessions']} history sessions clustered, {f['probes']} probes, "
+          f"{f['procedures_in_view']} distilled procedures in view "
+          f"({f['distilled_now']} distilled now)")
+    print(f"  prepare (detect, embed, pair sample; embedder cache) {f['prepare_s']:.2f} s, once")
+    k, m = f["update_keep_tau_s"], f["update_move_tau_s"]
+    print(f"  update, tau kept (re-judge, cached distillations, recall) "
+          f"{k['median']:.3f} s median of n={k['n']}")
+    print(f"  update, tau moved (cluster again)                       "
+          f"{m['median']:.3f} s median of n={m['n']}")
+    return EXIT_OK
+
+def register(sub: Any) -> None:
+    """Add this group's commands to the ``skillsynth`` parser."""
+    home_help = HOME_HELP
+    chat_names = chat_names_text()
+    chat_help = chat_help_text()
+    bes = group(sub, "bench", "print performance figures", description="Print performance figures (medians with n).", metavar="TARGET")
+    p = command(bes, "pipeline", "detect/cluster time per method and recall latency on "
+                "synthetic stores", _bench_pipeline)
+    p.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000],
+                   help="sessions per synthetic store")
+    p.add_argument("--procedures", type=int, nargs="+", default=[100, 10_000, 100_000],
+                   help="procedure counts for recall latency")
+    p.add_argument("--seed", type=int, default=0, help="random seed")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p = command(bes, "models", "tokens/s, embeddings/s and cached-call latency of the "
+                "embedded models", _bench_models)
+    p.add_argument("--home", default=None, help=home_help)
+    p.add_argument("--repeats", type=int, default=5, help="runs per figure (median reported)")
+    p.add_argument("--chat", default=None, metavar="NAME", help=chat_help)
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p = command(bes, "distill", "distillation quality per embedded chat model on labelled "
+                "corpora (parse, names, grounding, trigger, seconds)", _bench_distill)
+    p.add_argument("--chat", action="append", default=[], metavar="NAME",
+                   help=f"chat model to measure (repeatable; {chat_names})")
+    p.add_argument("--corpus", action="append", default=[], metavar="NAME=DB",
+                   help="a labelled corpus (repeatable; default: the shipped corpora, built "
+                   "from the checkout's datasets/)")
+    p.add_argument("--k", type=int, default=3, help="attempts per task in the history")
+    p.add_argument("--max-clusters", type=int, default=8,
+                   help="most qualified clusters distilled per corpus")
+    p.add_argument("--cache", default=None, help="call cache (default <models home>/cache.db)")
+    p.add_argument("--no-cache", action="store_true", help="no call cache")
+    p.add_argument("--config", default=None, help="memory_settings.json or YAML thresholds")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one threshold (repeatable)")
+    p.add_argument("--out", default=None, help="write the JSON figures here")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p = command(bes, "tuning", "seconds per tuning-view update on a synthetic corpus",
+                _bench_tuning)
+    p.add_argument("--sessions", type=int, default=10_000, help="corpus size")
+    p.add_argument("--repeats", type=int, default=5, help="updates per figure (median)")
+    model_options(p)

@@ -1,0 +1,117 @@
+"""``skillsynth corpus``: build, describe and export replayed tool_history corpora."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from ._common import (
+    EXIT_OK,
+    command,
+    group,
+    print_json,
+)
+
+__all__ = ["register"]
+
+
+def _corpus_generate(args: argparse.Namespace) -> int:
+    from ..corpora import NoiseConfig, generate_corpus
+
+    rep = generate_corpus(args.db, families=args.families, seed=args.seed,
+                          attempts=args.attempts,
+                          noise=NoiseConfig(args.fail_rate, args.explore_rate, args.abandon_rate))
+    print(f"wrote {rep.db_path} ({rep.sessions} sessions, {rep.families} families, seed "
+          f"{rep.seed}) and labels {rep.labels_path}")
+    return EXIT_OK
+
+
+def _corpus_import(args: argparse.Namespace) -> int:
+    from ..corpora import import_corpus
+
+    rep = import_corpus(args.format, args.src, args.db, tasks=args.tasks,
+                        skip_bad=args.skip_bad, labels_path=args.labels,
+                        progress=not args.json and sys.stderr.isatty())
+    if args.json:
+        print_json(rep.as_dict())
+        return EXIT_OK
+    print(f"imported {rep.sessions_imported} sessions ({rep.calls_imported} tool calls) from "
+          f"{len(rep.files)} file(s) into {rep.db_path}; labels in {rep.labels_path}")
+    for what, n in (("sessions without a tool call (no tool_history rows)",
+                     rep.sessions_without_calls),
+                    ("sessions without a user turn (no goal; not guessed)",
+                     rep.sessions_without_goal),
+                    ("sessions already in the corpus, left alone", rep.already_present)):
+        if n:
+            print(f"  {n} {what}")
+    for flag, n in rep.flags.items():
+        print(f"  {n} sessions flagged {flag}")
+    if rep.skipped:
+        print(f"  {len(rep.skipped)} bad records skipped:")
+        for s in rep.skipped:
+            print(f"    {s['error']}")
+    return EXIT_OK
+
+
+def _corpus_stats(args: argparse.Namespace) -> int:
+    from ..corpora import corpus_stats
+
+    st = corpus_stats(args.db, labels_path=args.labels)
+    if args.json:
+        print_json(st.as_dict())
+        return EXIT_OK
+    for k, v in st.as_dict().items():
+        if isinstance(v, dict):
+            v = ", ".join(f"{a} {b:g}" if isinstance(b, float) else f"{a} {b}"
+                          for a, b in v.items()) or "-"
+        elif isinstance(v, float):
+            v = f"{v:.3f}"
+        print(f"{k.replace('_', ' '):<24} {'-' if v is None else v}")
+    return EXIT_OK
+
+
+def _corpus_export(args: argparse.Namespace) -> int:
+    from ..corpora import export_jsonl
+
+    n = export_jsonl(args.db, args.out, labels_path=args.labels)
+    print(f"wrote {n} tool calls to {args.out}")
+    return EXIT_OK
+
+def register(sub: Any) -> None:
+    """Add this group's commands to the ``skillsynth`` parser."""
+    cos = group(sub, "corpus", "build replayed tool_history corpora")
+    p = command(cos, "generate", "a seeded synthetic corpus with ground-truth labels",
+                _corpus_generate)
+    p.add_argument("db", help="the memory.db to create (labels go to <db>.labels.sqlite)")
+    p.add_argument("--families", type=int, default=8, help="task families (1-8 built in)")
+    p.add_argument("--seed", type=int, default=0, help="random seed")
+    p.add_argument("--attempts", type=int, default=5, help="sessions per family")
+    p.add_argument("--fail-rate", type=float, default=0.1,
+                   help="chance a step fails once and is retried")
+    p.add_argument("--explore-rate", type=float, default=0.1,
+                   help="chance of an exploratory call before a step")
+    p.add_argument("--abandon-rate", type=float, default=0.1,
+                   help="chance a session stops before its last step (fails)")
+
+    p = command(cos, "import", "import agent trajectories or a GAIA memory.db as a corpus",
+                _corpus_import)
+    p.add_argument("--format", required=True, choices=("taubench", "tau2", "gaia-db", "jsonl"),
+                   help="the source format (see the corpora section of the README)")
+    p.add_argument("src", nargs="+", help="source files or folders (.json, .json.gz, .jsonl)")
+    p.add_argument("db", help="the corpus memory.db (created when missing)")
+    p.add_argument("--tasks", help="tau2: a tasks file for simulations whose file lacks "
+                                   "their task")
+    p.add_argument("--skip-bad", action="store_true",
+                   help="skip and count bad records instead of stopping at the first")
+    p.add_argument("--labels", help="the labels file (default <db>.labels.sqlite)")
+    p.add_argument("--json", action="store_true", help="print the import report as JSON")
+    p = command(cos, "stats", "what a corpus holds (read-only)", _corpus_stats)
+    p.add_argument("db", help="the corpus memory.db")
+    p.add_argument("--labels", help="the labels file (default <db>.labels.sqlite)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p = command(cos, "export", "write a corpus as skillsynth JSONL (one line per tool call)",
+                _corpus_export)
+    p.add_argument("db", help="the corpus memory.db (read-only)")
+    p.add_argument("out", help="the .jsonl file to write")
+    p.add_argument("--labels", help="the labels file (default <db>.labels.sqlite)")

@@ -1,0 +1,202 @@
+"""``skillsynth eval``, ``calibrate``, ``sweep``, ``report``, ``gate`` and ``baseline``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ._common import (
+    EXIT_FAIL,
+    EXIT_OK,
+    UsageError,
+    clients,
+    command,
+    model_options,
+    num,
+    print_json,
+    thresholds_of,
+)
+
+__all__ = ["register"]
+
+
+def _eval_point(args: argparse.Namespace) -> int:
+    from ..evaluation import EvalConfig, run_point
+
+    th = thresholds_of(args)
+    cfg = EvalConfig(args.corpus, strategy=args.strategy, thresholds=th, k=args.k,
+                     mode=args.mode, seed=args.seed, labels=args.labels, live=args.live,
+                     step_limit=args.step_limit, family=args.family)
+    with clients(args) as (chat, emb):
+        res = run_point(cfg, chat, emb, args.out, progress=True)
+    if args.json:
+        print_json({k: v.as_dict() for k, v in res.kpis.items()})
+    else:
+        for k in res.kpis.values():
+            print(k)
+    print(f"point written to {res.out_dir}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    from ..calibrate import CalibrationCorpus, calibrate, check_corpora
+
+    corpora = [CalibrationCorpus.parse(c) for c in args.corpora]
+    check_corpora(corpora)  # before any model server starts
+    base = thresholds_of(args)
+    with clients(args) as (chat, emb):
+        cal = calibrate(corpora, emb, llm=None if args.no_recall else chat, mode=args.mode,
+                        k=args.k, min_occurrences=args.min_occurrences, base=base)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(cal.to_json(), encoding="utf-8")
+    if args.write_settings:
+        from ..tuning import write_settings_block
+
+        write_settings_block(base.merge(cal.settings_block()), args.write_settings,
+                             overwrite=args.overwrite)
+    if args.json:
+        print(cal.to_json(), end="")
+        return EXIT_OK
+    print(f"embedder {cal.embedder}; chat model {cal.chat_model or '-'}; {cal.method}")
+    for c in cal.corpora:
+        print(f"  {c['path']} ({c['family']}): {c['goals']} distinct goals, {c['families']} "
+              f"families, {c['pairs']} pairs ({c['same_family_pairs']} same-family)"
+              + (f"; recall: {c['recall']['queries']} held-out goals, "
+                 f"{c['recall']['procedures']} procedures" if "recall" in c else ""))
+    for table, tau in (("clustering", cal.similarity_tau), ("recall", cal.recall_tau)):
+        if tau is None:
+            continue
+        print(f"{table}: tau   precision  recall  F1   (mean over corpora)")
+        for row in getattr(cal, table):
+            if abs(row.tau - tau) <= 0.1 + 1e-9 and round(row.tau * 100) % 5 == 0 \
+                    or abs(row.tau - tau) < 1e-9:
+                mark = "  <- proposed" if abs(row.tau - tau) < 1e-9 else ""
+                print(f"  {row.tau:.2f}  {num(row.precision)}  {num(row.recall)}  "
+                      f"{num(row.f1)}{mark}")
+    print("settings block: " + json.dumps({"skill_synthesis": cal.settings_block()}))
+    return EXIT_OK
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from ..evaluation.sweep import run_sweep
+
+    rep = run_sweep(args.spec, results_root=args.results, workers=args.workers,
+                    cache=args.cache)
+    print(f"sweep {rep.run_dir}: {rep.points} point(s): ran {len(rep.ran)}, already done "
+          f"{len(rep.skipped)}, failed {len(rep.failed)}; {rep.wall_s:.1f} s; "
+          f"LLM calls {rep.llm_calls}, cache hits {rep.cache_hits}")
+    for pid, why in rep.failed.items():
+        print(f"  failed {pid}: {why.splitlines()[0]}", file=sys.stderr)
+    return EXIT_FAIL if rep.failed else EXIT_OK
+
+
+def _report(args: argparse.Namespace) -> int:
+    from ..evaluation.report import render_report
+
+    html = render_report(args.run, baseline=args.baseline, out_html=args.out)
+    print(f"report: {html}")
+    print(f"plots:  {Path(args.run) / 'plots'}")
+    return EXIT_OK
+
+
+def _gate(args: argparse.Namespace) -> int:
+    from ..evaluation.report import gate
+
+    checks = gate(args.run, args.baseline)
+    bad = [c for c in checks if not c.ok]
+    for c in (checks if args.verbose else bad):
+        v = "n/a" if c.value is None else f"{c.value:.3f}"
+        print(f"{'ok  ' if c.ok else 'FAIL'} {c.point} {c.check}: {v} (needs {c.required})")
+    print(f"gate: {len(checks) - len(bad)} of {len(checks)} check(s) passed")
+    return EXIT_FAIL if bad else EXIT_OK
+
+
+def _baseline(args: argparse.Namespace) -> int:
+    from ..evaluation.report import write_baseline
+
+    tols: dict[str, float] = {}
+    better: dict[str, str] = {}
+    for item in args.kpi:
+        name, _, rest = item.partition("=")
+        tol, _, direction = rest.partition(":")
+        try:
+            tols[name] = float(tol)
+        except ValueError:
+            raise UsageError(f"--kpi wants NAME=TOLERANCE[:higher|lower], got {item!r}") from None
+        better[name] = direction or "higher"
+    out = write_baseline(args.run, args.out, kpis=tols, better=better,
+                         description=args.description, overwrite=args.overwrite)
+    print(f"baseline written: {out}")
+    return EXIT_OK
+
+def register(sub: Any) -> None:
+    """Add this group's commands to the ``skillsynth`` parser."""
+    p = command(sub, "eval", "run the 4th-attempt protocol once on a corpus (one point)",
+                _eval_point)
+    p.add_argument("corpus", help="the corpus memory.db (labels beside it)")
+    p.add_argument("out", help="the point's folder (written)")
+    p.add_argument("--strategy", default="skillsynth",
+                   choices=("skillsynth", "gaia-greedy", "cortexprism", "pheron", "none"),
+                   help="the procedural-memory design under test")
+    p.add_argument("--k", type=int, default=3, help="history attempts per family (probe: k+1)")
+    p.add_argument("--family", choices=("task", "tools"), default="task",
+                   help="family rule: the same task, or tasks with the same state-changing "
+                        "ground-truth tools (tests generalisation)")
+    p.add_argument("--mode", choices=("yaml", "json"), default="json",
+                   help="distillation mode")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.add_argument("--labels", help="the labels file (default <corpus>.labels.sqlite)")
+    p.add_argument("--live", action="store_true",
+                   help="also run the live agent (both arms per probe, function calling)")
+    p.add_argument("--step-limit", type=int, default=12,
+                   help="the live agent's most tool calls per arm")
+    model_options(p)
+    p = command(sub, "calibrate", "measure same- vs different-family similarity on labelled "
+                "corpora and propose similarity_tau and recall_tau for an embedder", _calibrate)
+    p.add_argument("corpora", nargs="+", metavar="CORPUS[::FAMILY]",
+                   help="a labelled corpus database (corpus import/generate); ::tools reads "
+                   "its families by the tools rule (default ::task)")
+    p.add_argument("--no-recall", action="store_true",
+                   help="calibrate clustering only (no synthesis pass, no chat model)")
+    p.add_argument("--k", type=int, default=3, help="attempts per family in the recall pass's "
+                   "history")
+    p.add_argument("--mode", choices=("json", "yaml"), default="json",
+                   help="distillation mode of the recall pass")
+    p.add_argument("--min-occurrences", type=int, default=2,
+                   help="cluster size that qualifies in the recall pass (more procedures to "
+                   "measure; the proposal is for recall, not for min_occurrences)")
+    p.add_argument("--out", default=None, help="write the calibration JSON here")
+    p.add_argument("--write-settings", default=None, metavar="FILE",
+                   help="write the proposal as a memory_settings.json skill_synthesis block")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the block of an existing --write-settings file")
+    model_options(p)
+    p = command(sub, "sweep", "run a sweep spec through papermill (resumable)", _sweep)
+    p.add_argument("spec", help="a sweep spec, e.g. eval/sweeps/synthetic-3x3x3.yaml")
+    p.add_argument("--results", default="eval/results", help="where <name>/ is written")
+    p.add_argument("--workers", type=int, default=None,
+                   help="points at once (default: the spec's workers)")
+    p.add_argument("--cache", default=None,
+                   help="call cache file (default <models home>/cache.db)")
+    p = command(sub, "report", "render a sweep run's KPI report to HTML and PNGs", _report)
+    p.add_argument("run", help="the run folder, e.g. eval/results/main")
+    p.add_argument("--baseline", help="an eval/baselines/*.json to compare with")
+    p.add_argument("--out", help="the HTML file (default <run>/report.html)")
+    p = command(sub, "gate", "fail on validity < 100%%, a misbehaving floor or a KPI "
+                "regression", _gate)
+    p.add_argument("run", help="the run folder")
+    p.add_argument("--baseline", help="an eval/baselines/*.json with tolerances")
+    p.add_argument("--verbose", action="store_true", help="print passing checks too")
+    p = command(sub, "baseline", "commit a run's KPI values as a baseline with tolerances",
+                _baseline)
+    p.add_argument("run", help="the run folder")
+    p.add_argument("out", help="the baseline file, e.g. eval/baselines/ci.json")
+    p.add_argument("--kpi", action="append", default=[], required=True,
+                   metavar="NAME=TOL[:higher|lower]",
+                   help="a KPI to hold, its tolerance and which way is better (repeatable)")
+    p.add_argument("--description", default="", help="what the baseline is for")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing baseline")

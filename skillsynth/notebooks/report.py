@@ -1,0 +1,105 @@
+# ---
+# jupyter:
+#   jupytext:
+#     notebook_metadata_filter: kernelspec,-jupytext.text_representation.jupytext_version
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # KPI report
+#
+# The KPIs of one sweep run: per point, with n and 95% bootstrap intervals (resampled by
+# task family). Tool-step figures come from the replay rule and are **estimates**
+# (`METHODS.md`). `skillsynth report RUN` executes this notebook and renders it to HTML.
+
+# %% tags=["parameters"]
+# Parameters (papermill overrides these)
+run_dir = "eval/results/example"    # a sweep's results folder
+baseline = ""                       # an eval/baselines/*.json file to compare with ("": none)
+plots_dir = ""                      # where PNGs go (default <run_dir>/plots)
+
+
+# %%
+from pathlib import Path
+
+from IPython.display import Image, Markdown, display
+
+from skillsynth.evaluation import report
+
+run = report.load_run(run_dir)
+plots = Path(plots_dir or Path(run_dir) / "plots")
+display(Markdown(report.describe_run(run)))
+
+# %% [markdown]
+# ## KPIs per point
+
+# %%
+report.kpi_table(run)
+
+# %% [markdown]
+# ## Peer strategies (same split, same models, same replay rule)
+
+# %%
+report.peer_table(run)
+
+# %% [markdown]
+# ## Heatmaps over tau x min_occurrences
+
+# %%
+pngs = report.plot_heatmaps(run, plots)
+for png in pngs:
+    display(Image(filename=str(png)))
+if not pngs:
+    print("no heatmap: no strategy was run at two or more values of tau or min_occurrences")
+
+# %% [markdown]
+# ## max_recall_body_chars against prompt size and step reduction
+
+# %%
+pngs = report.plot_body_chars(run, plots)
+for png in pngs:
+    display(Image(filename=str(png)))
+if not pngs:
+    print("no chart: max_recall_body_chars took one value in this run")
+
+# %% [markdown]
+# ## Where tau should sit for this embedder
+#
+# Left: goal similarity of sessions of the same family against different families (what
+# clustering compares). Right: each probe's goal against the best synthesized procedure of its
+# own family and of another family (what recall compares: the distilled when_to_use, not a
+# goal). A good tau lies above most of each plot's lower mass and below most of its upper mass;
+# when the two plots disagree, one tau cannot serve both clustering and recall.
+
+# %%
+for png in report.plot_similarity(run, plots):
+    display(Image(filename=str(png)))
+report.similarity_table(run)
+
+# %% [markdown]
+# ## Format validity and floors
+
+# %%
+report.validity_table(run)
+
+# %% [markdown]
+# ## Against the committed baseline
+
+# %%
+import pandas as pd
+
+if baseline:
+    table = report.baseline_table(run, baseline)
+    print(f"{int((~table['ok']).sum()) if len(table) else 0} of {len(table)} baseline "
+          f"check(s) failed ({baseline})")
+    with pd.option_context("display.max_rows", 1000):
+        display(table)
+else:
+    print("no baseline given")
