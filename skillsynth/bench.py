@@ -13,6 +13,7 @@ import numpy as np
 from .cache import CallCache
 from .embed import Embedder
 from .llm import ChatClient
+from .protocols import ChatModel
 from .serve import LocalServers
 
 __all__ = ["bench_distill", "bench_models", "bench_pipeline", "bench_tuning"]
@@ -159,7 +160,7 @@ def bench_pipeline(sizes: tuple[int, ...] = (1_000, 10_000, 100_000),
     return out
 
 
-def bench_tuning(embedder: Any, llm: Any, *, sessions: int = 10_000, repeats: int = 5,
+def bench_tuning(embedder: Any, llm: ChatModel, *, sessions: int = 10_000, repeats: int = 5,
                  seed: int = 0, workdir: str | Path | None = None) -> dict[str, Any]:
     """Seconds per tuning-view update on a synthetic corpus of ``sessions`` sessions.
 
@@ -210,7 +211,7 @@ def _kebab(name: Any) -> bool:
         and len(name) <= 64
 
 
-def bench_distill(corpora: dict[str, str], llm: Any, embedder: Any, config: Any, *,
+def bench_distill(corpora: dict[str, str], llm: ChatModel, embedder: Any, config: Any, *,
                   k: int = 3, max_clusters: int = 8, mode: str = "json",
                   log: Any = None) -> dict[str, Any]:
     """Distillation quality of one chat model on labelled corpora, per corpus.
@@ -250,7 +251,7 @@ def bench_distill(corpora: dict[str, str], llm: Any, embedder: Any, config: Any,
         goal_vecs = [embedder.embed(list(c.goals), kind="document") for c in clusters]
         rows: list[dict[str, Any]] = []
         for i, c in enumerate(clusters):
-            t0, calls0 = time.perf_counter(), getattr(llm, "calls", 0)
+            t0, calls0 = time.perf_counter(), llm.calls
             row: dict[str, Any] = {"cluster": i, "size": c.size}
             try:
                 d = distill(c, llm, config, mode)  # type: ignore[arg-type]
@@ -260,7 +261,7 @@ def bench_distill(corpora: dict[str, str], llm: Any, embedder: Any, config: Any,
                 row["outcome"], skill, raw = "ungrounded", None, ""
             except MalformedSkill as exc:
                 row["outcome"], skill, raw = "malformed", None, str(exc)
-            row["uncached"] = getattr(llm, "calls", 0) > calls0
+            row["uncached"] = llm.calls > calls0
             row["seconds"] = round(time.perf_counter() - t0, 3)
             usage = getattr(getattr(llm, "last", None), "usage", None) or {}
             row["completion_tokens"] = usage.get("completion_tokens")

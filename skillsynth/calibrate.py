@@ -54,6 +54,7 @@ from .distill import DistillMode
 from .embed import Embeds
 from .errors import ConfigError
 from .evaluation.split import FAMILY_RULES, FamilyRule, Split, build_history, load_split
+from .protocols import ChatModel
 from .store import MemoryStore, decode_embedding
 from .synthesize import synthesize_skills
 from .tuning import sample_pairs
@@ -265,7 +266,7 @@ def _clustering(corpus: CalibrationCorpus, embedder: Embeds
     return tau_table(sample.cosines, sample.same), info
 
 
-def _recall(corpus: CalibrationCorpus, llm: Any, embedder: Embeds, config: Thresholds,
+def _recall(corpus: CalibrationCorpus, llm: ChatModel, embedder: Embeds, config: Thresholds,
             mode: DistillMode, k: int
             ) -> tuple[list[TauRow], dict[str, Any], np.ndarray, np.ndarray]:
     """The recall table, the pass's figures, and the procedures' trigger-pair cosines with
@@ -319,7 +320,7 @@ def _recall(corpus: CalibrationCorpus, llm: Any, embedder: Embeds, config: Thres
             pair_cos, pair_same)
 
 
-def calibrate(corpora: Sequence[CalibrationCorpus], embedder: Embeds, *, llm: Any = None,
+def calibrate(corpora: Sequence[CalibrationCorpus], embedder: Embeds, *, llm: ChatModel | None = None,
               mode: DistillMode = "json", k: int = 3, min_occurrences: int = 2,
               base: Thresholds | None = None, chat_model: str | None = None) -> Calibration:
     """Measure both thresholds on ``corpora`` and propose values (see the module docstring).

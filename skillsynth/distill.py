@@ -25,13 +25,13 @@ mean cosine of 0.45 against their member goals (MiniLM), up from 0.22. The examp
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from .cluster import Cluster
 from .config import Thresholds
 from .errors import MalformedSkill, UngroundedSkill
+from .protocols import ChatModel
 from .skill import Skill, strip_wrappers
 
 __all__ = [
@@ -71,12 +71,6 @@ tools_required:
 
 ## Edge cases
 - <what to do when a step fails or finds nothing>"""
-
-
-class _Chats(Protocol):
-    def chat(self, messages: Sequence[dict[str, Any]], *, temperature: float = ...,
-             max_tokens: int = ..., json_schema: dict[str, Any] | None = ...,
-             seed: int | None = ..., prompt_version: str = ...) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -195,7 +189,7 @@ def _from_json(text: str) -> str | None:
         raise MalformedSkill(f"json mode answer lacks {exc}", field="document") from exc
 
 
-def distill(cluster: Cluster, llm: _Chats, config: Thresholds,
+def distill(cluster: Cluster, llm: ChatModel, config: Thresholds,
             mode: DistillMode = "yaml") -> Distillation:
     """One call; returns the raw answer and the Skill (None for SKIP).
 
@@ -249,7 +243,7 @@ def _interpret(cluster: Cluster, result: Any, mode: DistillMode) -> Distillation
     return Distillation(skill, raw, cached, stripped, tuple(repairs))
 
 
-def distill_cluster(cluster: Cluster, llm: _Chats, config: Thresholds,
+def distill_cluster(cluster: Cluster, llm: ChatModel, config: Thresholds,
                     mode: DistillMode = "yaml") -> Skill | None:
     """:func:`distill`, returning just the Skill (None when the model answered SKIP)."""
     return distill(cluster, llm, config, mode).skill

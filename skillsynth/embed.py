@@ -8,7 +8,7 @@ keeps in ``meta.embedder_id``. Vectors from different embedders are never mixed:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, Protocol, Self
+from typing import Self
 
 import httpx
 import numpy as np
@@ -16,19 +16,12 @@ import numpy as np
 from .cache import CallCache, cache_key
 from .errors import EmbedderError, LLMError, MalformedResponse
 from .llm import Endpoint, ModelConnection
+from .protocols import Embeds, Kind
 from .store import MemoryStore
 
 __all__ = ["EMBEDDER_META_KEY", "Embedder", "Embeds", "check_store_embedder"]
 
 EMBEDDER_META_KEY = "embedder_id"
-Kind = Literal["query", "document"]
-
-
-class Embeds(Protocol):
-    """What the stages need of an embedder (an :class:`Embedder`, or a fake in unit tests)."""
-
-    def embed(self, texts: Sequence[str], *, kind: Kind = ...,
-              progress: bool = ...) -> np.ndarray: ...
 
 
 class Embedder:

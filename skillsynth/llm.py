@@ -310,6 +310,10 @@ class ChatClient:
         """Close the HTTP client (the cache belongs to the caller)."""
         self.conn.close()
 
+    def ensure_ready(self) -> None:
+        """Fail with a typed error unless the server is up and serves the configured model."""
+        self.conn.ensure_model()
+
     def __enter__(self) -> Self:
         return self
 

@@ -25,8 +25,8 @@ from .cluster import Method, RateDefinition, cluster_by_goal
 from .config import Thresholds, gaia_memory_disabled
 from .detect import Watermark, extract_sequences
 from .distill import DistillMode, distill
-from .embed import Embeds
 from .errors import LLMError, MalformedSkill, UngroundedSkill
+from .protocols import ChatModel, Embeds
 from .reconcile import reconcile_and_store
 from .store import MemoryStore
 
@@ -76,7 +76,7 @@ class PassReport:
 
 def synthesize_skills(
     store: MemoryStore,
-    llm: Any,
+    llm: ChatModel,
     embedder: Embeds,
     config: Thresholds,
     *,
@@ -92,7 +92,7 @@ def synthesize_skills(
 
     Args:
         store: a writable memory database (read-only only with ``dry_run``).
-        llm: a :class:`~skillsynth.llm.ChatClient` (or anything with its ``chat``).
+        llm: the chat model (:class:`~skillsynth.protocols.ChatModel`).
         embedder: an :class:`~skillsynth.embed.Embedder`.
         config: the run's thresholds.
         method, rate: passed to :func:`~skillsynth.cluster.cluster_by_goal`.
@@ -123,11 +123,10 @@ def synthesize_skills(
     if dry_run:
         return PassReport("dry-run", **base, skipped=tuple(over),
                           details={"would_distill": [c.session_ids for c in todo]})
-    calls_before = getattr(llm, "calls", 0)
-    hits_before = getattr(llm, "cache_hits", 0)
+    calls_before, hits_before = llm.calls, llm.cache_hits
     try:
-        if todo and hasattr(llm, "conn"):
-            llm.conn.ensure_model()  # probe before writing anything
+        if todo:
+            llm.ensure_ready()  # probe before writing anything
         skipped = list(over)
         added = updated = noop = distilled = ungrounded = repaired = renamed = 0
         ids: list[str] = []
@@ -167,13 +166,13 @@ def synthesize_skills(
     except LLMError as exc:
         log.error("LLM unavailable: synthesis pass skipped, store unchanged: %s", exc)
         return PassReport("llm-unavailable", **base, message=str(exc),
-                          llm_calls=getattr(llm, "calls", 0) - calls_before,
-                          cache_hits=getattr(llm, "cache_hits", 0) - hits_before)
+                          llm_calls=llm.calls - calls_before,
+                          cache_hits=llm.cache_hits - hits_before)
     if watermark is not None:
         watermark.write(store.path, detected.watermark_after)
     return PassReport("ran", **base, distilled=distilled, added=added, updated=updated,
                       noop=noop, ungrounded=ungrounded, repaired=repaired,
                       duplicate_names=renamed, skipped=tuple(skipped),
-                      llm_calls=getattr(llm, "calls", 0) - calls_before,
-                      cache_hits=getattr(llm, "cache_hits", 0) - hits_before,
+                      llm_calls=llm.calls - calls_before,
+                      cache_hits=llm.cache_hits - hits_before,
                       procedure_ids=tuple(ids))

@@ -35,6 +35,7 @@ from .embed import Embeds
 from .errors import ConfigError, MalformedSkill, SkillsynthError
 from .evaluation.split import FamilyRule, load_split
 from .inject import inject
+from .protocols import ChatModel
 from .skill import Skill
 from .store import MemoryStore
 
@@ -281,7 +282,7 @@ class TuningSession:
         return np.vstack([self._wtu[t] for t in texts]) if texts else \
             np.zeros((0, self.vectors.shape[1]), np.float32)
 
-    def distill_missing(self, config: Thresholds, llm: Any, method: Method = "agglomerative",
+    def distill_missing(self, config: Thresholds, llm: ChatModel, method: Method = "agglomerative",
                         mode: DistillMode = "json") -> int:
         """Distil (model calls) the qualified clusters the cache does not hold; how many.
 
@@ -303,7 +304,7 @@ class TuningSession:
             n += 1
         return n
 
-    def view(self, config: Thresholds, method: Method = "agglomerative", *, llm: Any = None,
+    def view(self, config: Thresholds, method: Method = "agglomerative", *, llm: ChatModel | None = None,
              mode: DistillMode = "json") -> TuningView:
         """Every view at ``config``. ``llm`` (a cached ChatClient) supplies distillations."""
         clusters = self.clusters(config, method)

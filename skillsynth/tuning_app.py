@@ -22,6 +22,7 @@ from typing import Any
 from .config import Thresholds
 from .distill import DistillMode
 from .errors import SkillsynthError
+from .protocols import ChatModel
 from .tuning import TuningSession, TuningView, plot_pairs, write_settings_block
 
 __all__ = ["METHODS", "SLIDERS", "TuningApp"]
@@ -58,7 +59,7 @@ class TuningApp:
     """
 
     corpora: Sequence[str]
-    llm: Any
+    llm: ChatModel
     embedder: Any
     k: int = 3
     mode: DistillMode = "json"

@@ -12,7 +12,7 @@ import hashlib
 import json
 import re
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
@@ -144,9 +144,22 @@ class FakeFamilyEmbedder:
 class FakeAnswer:
     content: str
     cached: bool = False
+    tool_calls: tuple = ()
+    usage: dict = field(default_factory=dict)
 
 
-class FakeDistiller:
+class FakeChatModel:
+    """What every FAKE chat client shares with skillsynth.protocols.ChatModel: counters and a
+    readiness probe that always passes (the real one is tested against real servers)."""
+
+    calls = 0
+    cache_hits = 0
+
+    def ensure_ready(self) -> None:
+        pass
+
+
+class FakeDistiller(FakeChatModel):
     """FAKE chat client for json-mode distillation: echoes the cluster's goal and tools.
 
     Like a ChatClient with a call cache, ``cached`` answers only what ``chat`` answered.
@@ -177,7 +190,7 @@ class FakeDistiller:
             "edge_cases": ["If a call fails, retry it once"], "skip": False}), cached)
 
 
-class FakeToolAgent:
+class FakeToolAgent(FakeChatModel):
     """FAKE function-calling chat client: follows an injected procedure, else explores.
 
     With a ``RECALLED PROCEDURES`` block in the system prompt it calls the block's tools in

@@ -7,7 +7,13 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from fakes import FakeAgentAnswer, FakeDistiller, FakeFamilyEmbedder, FakeToolAgent
+from fakes import (
+    FakeAgentAnswer,
+    FakeChatModel,
+    FakeDistiller,
+    FakeFamilyEmbedder,
+    FakeToolAgent,
+)
 
 from skillsynth.cache import file_sha256
 from skillsynth.config import Thresholds
@@ -319,7 +325,7 @@ def test_tool_calls_written_as_json_text_are_taken_when_they_name_an_offered_too
     assert tool_calls_in_content(None, ["read"]) == ()
 
 
-class FakeTextCaller:
+class FakeTextCaller(FakeChatModel):
     """FAKE chat client that writes each call as JSON text (as Qwen2.5-Coder does here)."""
 
     def __init__(self, plan):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from fakes import FakeChatModel
 
 from skillsynth.cluster import cluster_by_goal
 from skillsynth.config import Thresholds
@@ -49,7 +50,7 @@ class FakeResult:
     cached: bool = False
 
 
-class FakeLLM:
+class FakeLLM(FakeChatModel):
     """FAKE chat client: returns queued answers and records the calls."""
 
     def __init__(self, *answers):

@@ -28,6 +28,7 @@ from ..corpora.labels import SessionLabel
 from ..errors import LLMError
 from ..inject import inject, tools_for_turn
 from ..llm import tool_calls_in_content
+from ..protocols import ChatModel
 from ..skill import Skill
 from ..store import ToolCall
 
@@ -140,7 +141,7 @@ def judge_success(label: SessionLabel, calls: Sequence[tuple[str, str]]) -> bool
     return None
 
 
-def run_agent(llm: Any, goal: str, env: ReplayToolEnv, label: SessionLabel, *,
+def run_agent(llm: ChatModel, goal: str, env: ReplayToolEnv, label: SessionLabel, *,
               tools: Sequence[str], recalled: Sequence[Skill] = (), config: Any,
               step_limit: int = 12, max_tokens: int = 256) -> AgentRun:
     """Run one arm: the goal, the loaded tools, and (for the memory arm) the recalled skills.

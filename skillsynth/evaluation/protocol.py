@@ -37,6 +37,7 @@ from ..errors import MalformedSkill, SkillsynthError, SkillValidationError
 from ..export import export_skill
 from ..inject import inject
 from ..llm import ChatClient, Endpoint
+from ..protocols import ChatModel
 from ..recall import ProcedureIndex, Recall, skill_from_procedure
 from ..skill import PROFILES
 from ..store import MemoryStore, Procedure, ToolCall
@@ -124,7 +125,7 @@ def _closed_port_client() -> ChatClient:
                                timeout_s=2.0, connect_timeout_s=1.0, max_retries=0))
 
 
-def check_floors(store: MemoryStore, strategy: Strategy, llm: Any, embedder: Embeds,
+def check_floors(store: MemoryStore, strategy: Strategy, llm: ChatModel, embedder: Embeds,
                  config: Thresholds, mode: DistillMode, probe_goal: str | None,
                  recaller: Callable[[], Recaller]) -> dict[str, bool | None]:
     """Provoke #887's off-states on a finished history store; True where each behaved.
@@ -147,7 +148,7 @@ def _quiet(name: str) -> Iterator[None]:
         logger.setLevel(level)
 
 
-def _provoke(store: MemoryStore, strategy: Strategy, llm: Any, embedder: Embeds,
+def _provoke(store: MemoryStore, strategy: Strategy, llm: ChatModel, embedder: Embeds,
              config: Thresholds, mode: DistillMode, probe_goal: str | None,
              recaller: Callable[[], Recaller]) -> dict[str, bool | None]:
     out: dict[str, bool | None] = {}
@@ -231,7 +232,7 @@ def _hits_of(embedder: Embeds) -> int:
     return cache.stats().hits if cache is not None else 0
 
 
-def run_point(cfg: EvalConfig, llm: Any, embedder: Embeds, out_dir: str | Path, *,
+def run_point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out_dir: str | Path, *,
               progress: bool = False) -> PointResult:
     """Run the protocol once and write the point's files (see the module docstring).
 
@@ -407,7 +408,7 @@ def _best_scores(index: ProcedureIndex, embedder: Embeds, goal: str, family: str
             None if wrong is None else round(wrong, 6))
 
 
-def _live_rows(cfg: EvalConfig, llm: Any, store: MemoryStore, replay: Sequence[ProbeResult],
+def _live_rows(cfg: EvalConfig, llm: ChatModel, store: MemoryStore, replay: Sequence[ProbeResult],
                world: Sequence[ToolCall], probe_calls: Mapping[str, Sequence[ToolCall]],
                labels: Mapping[str, SessionLabel], recaller: Recaller,
                th: Thresholds) -> list[ProbeResult]:

@@ -31,6 +31,7 @@ from ..config import Thresholds
 from ..distill import DistillMode
 from ..embed import Embeds
 from ..errors import SkillsynthError
+from ..protocols import ChatModel
 from ..recall import ProcedureIndex, Recall, recall
 from ..store import MemoryStore
 from ..synthesize import PassReport, synthesize_skills
@@ -76,7 +77,7 @@ class Strategy:
         """The thresholds the synthesis pass runs with under this design."""
         return config.merge(dict(self.synth_overrides), source=f"strategy {self.name}")
 
-    def synthesize(self, store: MemoryStore, llm: Any, embedder: Embeds, config: Thresholds,
+    def synthesize(self, store: MemoryStore, llm: ChatModel, embedder: Embeds, config: Thresholds,
                    *, mode: DistillMode = "json",
                    env: Mapping[str, str] | None = None) -> PassReport | None:
         """One synthesis pass over ``store`` (None when the design has no synthesis)."""
