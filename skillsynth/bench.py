@@ -5,15 +5,18 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .cache import CallCache
+from .config import Thresholds
+from .distill import DistillMode
 from .embed import Embedder
 from .llm import ChatClient
-from .protocols import ChatModel
+from .protocols import ChatModel, Embeds
 from .serve import LocalServers
 
 __all__ = ["bench_distill", "bench_models", "bench_pipeline", "bench_tuning"]
@@ -204,29 +207,45 @@ def bench_tuning(embedder: Any, llm: ChatModel, *, sessions: int = 10_000, repea
                                       "n": repeats}}
 
 
-def _kebab(name: Any) -> bool:
+def _answer_name(raw: str | None, mode: str) -> str | None:
+    """The ``name`` a distillation answer gives, whether or not the answer is valid."""
+    import json
     import re
 
-    return isinstance(name, str) and bool(re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", name)) \
-        and len(name) <= 64
+    if not raw:
+        return None
+    if mode == "json":
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            return None
+        name = data.get("name") if isinstance(data, dict) else None
+        return name if isinstance(name, str) else None
+    m = re.search(r'^name:\s*"?([^"\n]*?)"?\s*$', raw, re.MULTILINE)
+    return m.group(1) if m else None
 
 
-def bench_distill(corpora: dict[str, str], llm: ChatModel, embedder: Any, config: Any, *,
-                  k: int = 3, max_clusters: int = 8, mode: str = "json",
-                  log: Any = None) -> dict[str, Any]:
+def _kebab(name: str | None) -> bool:
+    from .skill import MAX_NAME_CHARS, NAME_RE
+
+    return name is not None and bool(NAME_RE.match(name)) and len(name) <= MAX_NAME_CHARS
+
+
+def bench_distill(corpora: dict[str, str], llm: ChatModel, embedder: Embeds,
+                  config: Thresholds, *, k: int = 3, max_clusters: int = 8,
+                  mode: DistillMode = "json",
+                  log: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Distillation quality of one chat model on labelled corpora, per corpus.
 
     Each corpus's history (attempts 1..k) is detected and clustered with ``config``; the
     first ``max_clusters`` qualified clusters are distilled (one call each, cached calls
     are used but not timed). Per corpus: answers, parse rate (a skill or SKIP), kebab-case
-    names, unique names among the skills, grounding (every required tool occurs among the
+    names among the answers that name something (valid or not), unique names among the skills, grounding (every required tool occurs among the
     cluster's calls), and the trigger test: the cosine of each skill's when_to_use to its
     own cluster's goals (mean) against its best mean cosine to another cluster's goals
     (``points_home``: own > best other). Seconds and completion tokens per uncached call.
     ``log`` (a callable taking a line) hears of each corpus as it starts.
     """
-    import json as _json
-
     from .cluster import cluster_by_goal
     from .detect import extract_sequences
     from .distill import distill
@@ -253,25 +272,21 @@ def bench_distill(corpora: dict[str, str], llm: ChatModel, embedder: Any, config
         for i, c in enumerate(clusters):
             t0, calls0 = time.perf_counter(), llm.calls
             row: dict[str, Any] = {"cluster": i, "size": c.size}
+            skill = None
             try:
-                d = distill(c, llm, config, mode)  # type: ignore[arg-type]
-                row["outcome"] = "skip" if d.skill is None else "skill"
-                skill, raw = d.skill, d.raw
+                skill = distill(c, llm, config, mode).skill
+                row["outcome"] = "skip" if skill is None else "skill"
             except UngroundedSkill:
-                row["outcome"], skill, raw = "ungrounded", None, ""
-            except MalformedSkill as exc:
-                row["outcome"], skill, raw = "malformed", None, str(exc)
+                row["outcome"] = "ungrounded"
+            except MalformedSkill:
+                row["outcome"] = "malformed"
             row["uncached"] = llm.calls > calls0
             row["seconds"] = round(time.perf_counter() - t0, 3)
-            usage = getattr(getattr(llm, "last", None), "usage", None) or {}
-            row["completion_tokens"] = usage.get("completion_tokens")
-            try:
-                row["name"] = (_json.loads(raw).get("name") if mode == "json" and raw
-                               else skill.name if skill else None)
-            except (ValueError, AttributeError):
-                row["name"] = None
+            last = getattr(llm, "last", None)  # the ChatClient's latest answer, valid or not
+            row["completion_tokens"] = (getattr(last, "usage", None) or {}).get(
+                "completion_tokens")
+            row["name"] = _answer_name(getattr(last, "content", None), mode)
             if skill is not None:
-                row["name"] = skill.name
                 w = embedder.embed([skill.description], kind="query")[0]
                 sims = [float(np.mean(g @ w)) for g in goal_vecs]
                 row["own_cosine"] = round(sims[i], 4)
@@ -281,6 +296,7 @@ def bench_distill(corpora: dict[str, str], llm: ChatModel, embedder: Any, config
             rows.append(row)
         skills = [r for r in rows if r["outcome"] == "skill"]
         parsed = [r for r in rows if r["outcome"] in ("skill", "ungrounded")]
+        named = [r for r in rows if r["name"] is not None]
         timed = [r for r in rows if r["uncached"]]
         homed = [r for r in skills if r.get("points_home") is not None]
         out["corpora"][name] = {
@@ -288,7 +304,7 @@ def bench_distill(corpora: dict[str, str], llm: ChatModel, embedder: Any, config
             "parse_rate": _share(sum(r["outcome"] in ("skill", "skip", "ungrounded")
                                      for r in rows), len(rows)),
             "skip": sum(r["outcome"] == "skip" for r in rows),
-            "kebab_names": _share(sum(_kebab(r.get("name")) for r in parsed), len(parsed)),
+            "kebab_names": _share(sum(_kebab(r["name"]) for r in named), len(named)),
             "unique_names": _share(len({r["name"] for r in skills}), len(skills)),
             "grounded": _share(len(skills), len(parsed)),
             "points_home": _share(sum(bool(r["points_home"]) for r in homed), len(homed)),

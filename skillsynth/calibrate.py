@@ -37,7 +37,6 @@ import json
 import logging
 import math
 import tempfile
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -53,7 +52,14 @@ from .corpora.labels import labels_path_for
 from .distill import DistillMode
 from .embed import Embeds
 from .errors import ConfigError
-from .evaluation.split import FAMILY_RULES, FamilyRule, Split, build_history, load_split
+from .evaluation.split import (
+    FAMILY_RULES,
+    FamilyRule,
+    Split,
+    build_history,
+    load_split,
+    procedure_families,
+)
 from .protocols import ChatModel
 from .store import MemoryStore, decode_embedding
 from .synthesize import synthesize_skills
@@ -199,17 +205,17 @@ def tau_table(scores: np.ndarray, positive: np.ndarray, n_positive: int | None =
     return rows
 
 
+def _mean(xs: Sequence[float | None]) -> float | None:
+    vals = [x for x in xs if x is not None]
+    return round(float(np.mean(vals)), 4) if vals else None
+
+
 def _mean_f1(tables: Sequence[Sequence[TauRow]]) -> list[TauRow]:
     """Per tau: precision, recall and F1 averaged over corpora (None counts as 0 for F1)."""
-    out = []
-    for rows in zip(*tables, strict=True):
-        def mean(xs: list[float | None]) -> float | None:
-            vals = [x for x in xs if x is not None]
-            return round(float(np.mean(vals)), 4) if vals else None
-        f1 = round(float(np.mean([r.f1 or 0.0 for r in rows])), 4)
-        out.append(TauRow(rows[0].tau, mean([r.precision for r in rows]),
-                          mean([r.recall for r in rows]), f1))
-    return out
+    return [TauRow(rows[0].tau, _mean([r.precision for r in rows]),
+                   _mean([r.recall for r in rows]),
+                   round(float(np.mean([r.f1 or 0.0 for r in rows])), 4))
+            for rows in zip(*tables, strict=True)]
 
 
 def _best(rows: Sequence[TauRow]) -> float:
@@ -217,9 +223,18 @@ def _best(rows: Sequence[TauRow]) -> float:
     return best.tau
 
 
-def _labelled(corpus: CalibrationCorpus, k: int = 3
-              ) -> tuple[Split, dict[str, str], dict[str, str]]:
-    """The split, each labelled session's family and each session's goal."""
+@dataclass(frozen=True)
+class _Labelled:
+    """One corpus read once: its split, each labelled session's family, each session's goal."""
+
+    corpus: CalibrationCorpus
+    split: Split
+    families: dict[str, str]
+    goals: dict[str, str]
+
+
+def _labelled(corpus: CalibrationCorpus, k: int = 3) -> _Labelled:
+    """Read ``corpus`` (refusing one that is missing, unlabelled or one-family)."""
     labels = labels_path_for(corpus.path)
     if not Path(corpus.path).exists():
         raise ConfigError("calibration corpus not found", source=corpus.path)
@@ -235,7 +250,7 @@ def _labelled(corpus: CalibrationCorpus, k: int = 3
     if n_fam < 2:
         raise ConfigError(f"calibration needs at least two labelled families; found {n_fam} "
                           f"under the '{corpus.family}' rule", source=corpus.path)
-    return split, fams, goals
+    return _Labelled(corpus, split, fams, goals)
 
 
 def check_corpora(corpora: Sequence[CalibrationCorpus]) -> None:
@@ -250,9 +265,8 @@ def check_corpora(corpora: Sequence[CalibrationCorpus]) -> None:
         _labelled(c)
 
 
-def _clustering(corpus: CalibrationCorpus, embedder: Embeds
-                ) -> tuple[list[TauRow], dict[str, Any]]:
-    _, fams, goals = _labelled(corpus)
+def _clustering(data: _Labelled, embedder: Embeds) -> tuple[list[TauRow], dict[str, Any]]:
+    fams, goals = data.families, data.goals
     distinct = sorted({(f, goals[s]) for s, f in fams.items()})
     texts = [t for _, t in distinct]
     vectors = embedder.embed(texts, kind="document", progress=len(texts) > 256)
@@ -262,37 +276,32 @@ def _clustering(corpus: CalibrationCorpus, embedder: Embeds
             "pairs_sampled": sample.sampled}
     if not sample.same.any():
         raise ConfigError("no two distinct goals share a family: nothing to calibrate "
-                          "clustering on (try the 'tools' family rule)", source=corpus.path)
+                          "clustering on (try the 'tools' family rule)",
+                          source=data.corpus.path)
     return tau_table(sample.cosines, sample.same), info
 
 
-def _recall(corpus: CalibrationCorpus, llm: ChatModel, embedder: Embeds, config: Thresholds,
-            mode: DistillMode, k: int
-            ) -> tuple[list[TauRow], dict[str, Any], np.ndarray, np.ndarray]:
+def _recall(data: _Labelled, llm: ChatModel, embedder: Embeds, config: Thresholds,
+            mode: DistillMode) -> tuple[list[TauRow], dict[str, Any], np.ndarray, np.ndarray]:
     """The recall table, the pass's figures, and the procedures' trigger-pair cosines with
     whether each pair is of one family (for reconcile)."""
-    split, fams, goals = _labelled(corpus, k)
+    split, fams, goals = data.split, data.families, data.goals
     with tempfile.TemporaryDirectory(prefix="skillsynth-calibrate-") as tmp:
         db = Path(tmp) / "history.db"
-        build_history(corpus.path, split, db)
+        build_history(data.corpus.path, split, db)
         with MemoryStore.open(db) as store:
             report = synthesize_skills(store, llm, embedder, config, mode=mode, env={})
-            procs = [p for p in store.procedures(active_only=True) if p.embedding is not None]
-    proc_fams = []
-    for p in procs:
-        sessions = (p.provenance or {}).get("from_sessions", [])
-        counts = Counter(fams[s] for s in sessions if s in fams)
-        top = max(counts.values(), default=0)
-        proc_fams.append({f for f, n in counts.items() if n == top})
+            embedded = [(p, decode_embedding(p.embedding))
+                        for p in store.procedures(active_only=True) if p.embedding is not None]
+    procs = [p for p, _ in embedded]
+    proc_fams = [set(procedure_families(p, split)) for p in procs]
     queries = [(s, f) for s, f in fams.items() if s not in split.history and s in goals]
     info = {"history_sessions": len(split.history), "queries": len(queries),
             "procedures": len(procs), "pass": {"qualified": report.qualified,
                                                "distilled": report.distilled,
                                                "llm_calls": report.llm_calls,
                                                "cache_hits": report.cache_hits}}
-    mat = (np.vstack([decode_embedding(p.embedding) for p in procs
-                      if p.embedding is not None]) if procs
-           else np.zeros((0, 1), np.float32))
+    mat = np.vstack([v for _, v in embedded]) if embedded else np.zeros((0, 1), np.float32)
     a, b = np.triu_indices(len(procs), k=1)
     pair_cos = np.einsum("ij,ij->i", mat[a], mat[b]) if len(a) else np.zeros(0)
     pair_same = np.array([bool(proc_fams[i] & proc_fams[j]) for i, j in zip(a, b, strict=True)],
@@ -320,8 +329,8 @@ def _recall(corpus: CalibrationCorpus, llm: ChatModel, embedder: Embeds, config:
             pair_cos, pair_same)
 
 
-def calibrate(corpora: Sequence[CalibrationCorpus], embedder: Embeds, *, llm: ChatModel | None = None,
-              mode: DistillMode = "json", k: int = 3, min_occurrences: int = 2,
+def calibrate(corpora: Sequence[CalibrationCorpus], embedder: Embeds, *,
+              llm: ChatModel | None = None, mode: DistillMode = "json", k: int = 3, min_occurrences: int = 2,
               base: Thresholds | None = None, chat_model: str | None = None) -> Calibration:
     """Measure both thresholds on ``corpora`` and propose values (see the module docstring).
 
@@ -339,12 +348,14 @@ def calibrate(corpora: Sequence[CalibrationCorpus], embedder: Embeds, *, llm: Ch
     Raises:
         ConfigError: no corpus, a corpus without labels or with fewer than two families.
     """
-    check_corpora(corpora)
+    if not corpora:
+        raise ConfigError("calibration needs at least one labelled corpus")
+    loaded = [_labelled(c, k) for c in corpora]  # each corpus read once, refused early
     base = (base or Thresholds()).merge(max_clusters_per_pass=100_000, reconcile_tau=1.0,
                                         min_occurrences=min_occurrences)
     tables, infos = [], []
-    for c in corpora:
-        rows, info = _clustering(c, embedder)
+    for c, data in zip(corpora, loaded, strict=True):
+        rows, info = _clustering(data, embedder)
         tables.append(rows)
         infos.append({"path": c.path, "sha256": file_sha256(c.path),
                       "labels_sha256": file_sha256(labels_path_for(c.path)),
@@ -360,8 +371,8 @@ def calibrate(corpora: Sequence[CalibrationCorpus], embedder: Embeds, *, llm: Ch
     if llm is not None:
         config = base.merge(similarity_tau=sim_tau)
         rtables, cos_all, same_all = [], [], []
-        for c, info in zip(corpora, infos, strict=True):
-            rows, rinfo, pair_cos, pair_same = _recall(c, llm, embedder, config, mode, k)
+        for data, info in zip(loaded, infos, strict=True):
+            rows, rinfo, pair_cos, pair_same = _recall(data, llm, embedder, config, mode)
             rtables.append(rows)
             cos_all.append(pair_cos)
             same_all.append(pair_same)

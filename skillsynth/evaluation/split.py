@@ -18,7 +18,7 @@ A family is, by rule:
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,10 +29,10 @@ from ..corpora.importing import write_session
 from ..corpora.labels import LabelStore, SessionLabel, labels_path_for
 from ..corpora.records import BadRecord
 from ..errors import SkillsynthError
-from ..store import MemoryStore
+from ..store import MemoryStore, Procedure
 
 __all__ = ["FAMILY_RULES", "READ_ONLY_PREFIXES", "FamilyRule", "Split", "build_history",
-           "family_of", "load_split", "split_attempts"]
+           "family_of", "load_split", "procedure_families", "split_attempts"]
 
 FamilyRule = Literal["task", "tools"]
 FAMILY_RULES: tuple[FamilyRule, ...] = ("task", "tools")
@@ -115,6 +115,16 @@ def split_attempts(labels: list[SessionLabel], k: int = 3, *,
             probes.append(ordered[k])
             left_out.update(x.session_id for x in ordered[k + 1:])
     return Split(k, frozenset(history), tuple(probes), frozenset(left_out), family, fams)
+
+
+def procedure_families(proc: Procedure, split: Split) -> tuple[str, ...]:
+    """The most common family of the procedure's provenance (all of them on a tie)."""
+    sessions = proc.provenance.get("from_sessions", []) if proc.provenance else []
+    counts = Counter(f for f in (split.family(s) for s in sessions) if f is not None)
+    if not counts:
+        return ()
+    top = max(counts.values())
+    return tuple(sorted(str(f) for f, n in counts.items() if n == top))
 
 
 def build_history(corpus_db: str | Path, split: Split, history_db: str | Path) -> int:
