@@ -12,6 +12,7 @@ set -euo pipefail
 RESULTS="${1:-$ROOT/eval/results}"
 cd "$ROOT"
 skillsynth models prepare
+skillsynth world prepare
 skillsynth models status
 skillsynth sweep eval/sweeps/main.yaml --results "$RESULTS"
 skillsynth report "$RESULTS/main" --baseline eval/baselines/main.json

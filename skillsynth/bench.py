@@ -19,7 +19,7 @@ from .llm import ChatClient
 from .protocols import ChatModel, Embeds
 from .serve import LocalServers
 
-__all__ = ["bench_distill", "bench_models", "bench_pipeline", "bench_tuning"]
+__all__ = ["bench_distill", "bench_models", "bench_pipeline", "bench_tuning", "bench_worlds"]
 
 _GOALS = [f"{verb} the {obj} for {who}" for verb in ("Summarise", "Find", "Draft a reply to",
                                                        "Index", "Search")
@@ -330,3 +330,71 @@ def _mean_of(xs: list[Any]) -> float | None:
 def _median_of(xs: list[Any]) -> float | None:
     vals = [x for x in xs if x is not None]
     return round(float(statistics.median(vals)), 3) if vals else None
+
+
+def _pct(xs: list[float], q: float) -> float:
+    return round(float(np.percentile(xs, q)), 4)
+
+
+def bench_worlds(worlds: list[str], *, llm: ChatModel | None = None, live_tasks: int = 2,
+                 step_limit: int = 8, config: Thresholds | None = None,
+                 policy: bool = True) -> dict[str, Any]:
+    """Tool-call overhead per world, and seconds per live run per arm with a chat model.
+
+    Overhead: every task's ground-truth calls executed on fresh episodes (median and p99 in
+    ms over n calls), and the cost of a fresh episode and of tau2's scoring. Live runs (with
+    ``llm``): the first ``live_tasks`` tasks, each in both arms: no memory, and a memory
+    arm given one procedure naming the task's ground-truth tools (a stand-in for a recalled
+    skill: it times the longer prompt, it is not recall).
+    """
+    from .evaluation.agent import run_agent
+    from .skill import Skill
+    from .worlds import get_world
+
+    out: dict[str, Any] = {}
+    for name in worlds:
+        world = get_world(name)
+        call_ms: list[float] = []
+        start_ms: list[float] = []
+        score_ms: list[float] = []
+        for task in world.tasks():
+            t0 = time.perf_counter()
+            ep = world.start(task.task_id)
+            start_ms.append((time.perf_counter() - t0) * 1000)
+            raw = world._raw(task.task_id)  # type: ignore[attr-defined]
+            for a in raw.evaluation_criteria.actions or []:
+                t0 = time.perf_counter()
+                ep.execute(a.name, dict(a.arguments))
+                call_ms.append((time.perf_counter() - t0) * 1000)
+        for task in world.tasks()[:10]:
+            ep = world.start(task.task_id)
+            t0 = time.perf_counter()
+            ep.score([], "agent-stop")
+            score_ms.append((time.perf_counter() - t0) * 1000)
+        fig: dict[str, Any] = {
+            "call_ms": {"median": _pct(call_ms, 50), "p99": _pct(call_ms, 99), "n": len(call_ms)},
+            "fresh_episode_ms": {"median": _pct(start_ms, 50), "n": len(start_ms)},
+            "score_ms": {"median": _pct(score_ms, 50), "n": len(score_ms)}}
+        if llm is not None:
+            runs: dict[str, list[dict[str, Any]]] = {"no-memory": [], "memory": []}
+            for task in world.tasks()[:live_tasks]:
+                raw = world._raw(task.task_id)  # type: ignore[attr-defined]
+                tools = tuple(dict.fromkeys(a.name for a in raw.evaluation_criteria.actions
+                                            or []))
+                skill = Skill(name="task-procedure", description=f"The user wants: {task.goal}",
+                              body="\n".join(f"{i}. Call {t}" for i, t in enumerate(tools, 1)),
+                              tools_required=tools)
+                for arm, rec in (("no-memory", ()), ("memory", (skill,))):
+                    r = run_agent(llm, world.start(task.task_id), tool_specs=world.tool_specs(),
+                                  policy=world.policy() if policy else "", recalled=rec,
+                                  config=config or Thresholds(), step_limit=step_limit,
+                                  solo=True)
+                    runs[arm].append({"task_id": task.task_id, "wall_s": r.wall_s,
+                                      "steps": r.steps, "turns": r.turns,
+                                      "prompt_tokens": r.prompt_tokens,
+                                      "termination": r.termination, "reward": r.reward,
+                                      "cache_hits": r.cache_hits})
+            fig["live_run_s"] = {arm: {"median": _median_of([x["wall_s"] for x in rs]),
+                                       "n": len(rs), "runs": rs} for arm, rs in runs.items()}
+        out[name] = fig
+    return out

@@ -19,7 +19,8 @@ through untranslated (it is chained with ``raise ... from exc``)::
     │   ├── ModelNotFound        the configured model is not served (says how to get it)
     │   └── MalformedResponse    the server answered something we cannot parse
     ├── EmbedderError            embeddings could not be produced or would be mixed
-    └── PrepareError             a step of ``skillsynth models prepare`` failed (names it)
+    ├── PrepareError             a step of ``skillsynth models prepare`` failed (names it)
+    └── WorldError               a tool world is unknown, not installed, or has no such task
 
 Messages say what happened and what to do next.
 """
@@ -43,6 +44,7 @@ __all__ = [
     "SkillsynthError",
     "StoreError",
     "UngroundedSkill",
+    "WorldError",
 ]
 
 
@@ -175,3 +177,7 @@ class EmbedderError(SkillsynthError):
 
 class PrepareError(SkillsynthError):
     """A step of ``skillsynth models prepare`` failed; the message names the step or part."""
+
+
+class WorldError(SkillsynthError):
+    """A tool world is unknown, its package is not installed, or it has no such task."""

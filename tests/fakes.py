@@ -224,4 +224,29 @@ class FakeAgentAnswer:
     usage: dict = None  # type: ignore[assignment]
 
     def __post_init__(self):
-        self.usage = {"total_tokens": 10}
+        self.usage = {"prompt_tokens": 8, "completion_tokens": 2, "total_tokens": 10}
+
+
+class FakeScriptedAgent(FakeChatModel):
+    """FAKE function-calling chat client that plays a fixed script of calls, then answers.
+
+    ``plan`` is a list of ``(tool, arguments)``; with a ``RECALLED PROCEDURES`` block in the
+    system prompt it plays ``guided`` instead (when given). Records every request.
+    """
+
+    def __init__(self, plan, final="Done.", guided=None):
+        self.plan, self.final, self.guided = list(plan), final, guided
+        self.calls = 0
+        self.requests: list[tuple[list, list]] = []
+
+    def chat(self, messages, *, tools=None, **kw):
+        self.calls += 1
+        self.requests.append((messages, tools))
+        plan = self.guided if self.guided is not None and \
+            "RECALLED PROCEDURES" in messages[0]["content"] else self.plan
+        done = sum(1 for m in messages if m["role"] == "tool")
+        if done >= len(plan):
+            return FakeAgentAnswer(self.final, ())
+        name, args = plan[done]
+        return FakeAgentAnswer(None, ({"id": f"c{done}", "type": "function", "function": {
+            "name": name, "arguments": json.dumps(args)}},))

@@ -25,7 +25,7 @@ from skillsynth.corpora import (
     import_corpus,
     labels_path_for,
 )
-from skillsynth.errors import SkillsynthError
+from skillsynth.errors import SkillsynthError, WorldError
 from skillsynth.evaluation import (
     EvalConfig,
     bootstrap_interval,
@@ -36,12 +36,13 @@ from skillsynth.evaluation import (
     run_point,
     split_attempts,
 )
-from skillsynth.evaluation.agent import ReplayToolEnv, judge_success, run_agent
+from skillsynth.evaluation.agent import run_agent
 from skillsynth.evaluation.metrics import ProbeResult
 from skillsynth.evaluation.split import family_of
 from skillsynth.skill import Skill
 from skillsynth.store import MemoryStore, Procedure, ToolCall
 from skillsynth.strategies.keyword import KeywordIndex
+from skillsynth.worlds import CallOutcome, ReplayWorld, judge_success
 
 
 def _lab(sid, task, attempt):
@@ -268,16 +269,26 @@ def test_keyword_recall_ranks_by_overlap_without_a_threshold():
 
 
 # ---------------------------------------------------------------- the live agent
-def test_replay_environment_answers_recorded_calls_and_refuses_others():
-    rec = [ToolCall("p", "search", '{"q": "x", "n": 1}', "found", True, "t"),
+def _replay(rec, own=(), label=None, order=None):
+    label = label or SessionLabel("p", "t", "x", 4)
+    return ReplayWorld(rec, {"p": ("find it", "x", own, label)}, order)
+
+
+def test_replay_world_answers_recorded_calls_and_refuses_others():
+    rec = [ToolCall("o", "search", '{"q": "x", "n": 1}', "found", True, "t"),
            ToolCall("o", "read", '{"f": 1}', None, False, "t", error="denied")]
-    env = ReplayToolEnv(rec)
-    assert env.call("search", {"n": 1, "q": "x"}) == ("found", True)  # key order is free
-    assert json.loads(env.call("read", '{"f": 1}')[0]) == {"error": "denied"}
-    result, ok = env.call("search", '{"q": "y"}')
-    assert not ok and "no recorded result for search" in result and env.unknown == 1
-    spec = env.specs(["search"])[0]["function"]
+    own = [ToolCall("p", "search", '{"q": "x", "n": 1}', "own answer", True, "t")]
+    ep = _replay(rec, own).start("p")
+    assert ep.execute("search", {"n": 1, "q": "x"}) == CallOutcome("own answer", True)
+    assert _replay(rec).start("p").execute("search", '{"n": 1, "q": "x"}').result == "found"
+    denied = ep.execute("read", '{"f": 1}')  # a recorded failure is a failed call
+    assert json.loads(denied.result) == {"error": "denied"} and not denied.ok
+    miss = ep.execute("search", '{"q": "y"}')
+    assert not miss.ok and "no recorded result for search" in miss.result and ep.unknown == 1
+    spec = _replay(rec).tool_specs()[0]["function"]
     assert spec["name"] == "search" and set(spec["parameters"]["properties"]) == {"q", "n"}
+    with pytest.raises(WorldError, match="no probe session 'q'"):
+        _replay(rec).start("q")
 
 
 def test_success_is_judged_against_ground_truth_actions_then_steps():
@@ -292,23 +303,28 @@ def test_success_is_judged_against_ground_truth_actions_then_steps():
 
 def test_agent_loop_follows_the_injected_procedure_and_respects_the_step_limit():
     rec = [ToolCall("p", "search", '{"q": 1}', "hit", True, "t"),
-           ToolCall("p", "read", '{"f": 1}', "text", True, "t")]
+           ToolCall("p", "read", '{"f": 1}', "text", True, "t"),
+           ToolCall("o", "write", '{"w": 1}', "ok", True, "t")]
     label = SessionLabel("p", "t", "x", 4, essential_steps=("search", "read"))
+    world = _replay(rec, label=label, order=["write", "search", "read"])
     llm = FakeToolAgent(["search", "read"], {"search": '{"q": 1}', "read": '{"f": 1}'})
     skill = Skill(name="find-it", description="The user wants to find it",
                   body="1. Call search\n2. Call read", tools_required=("read", "search"))
     cfg = Thresholds()
-    base = run_agent(llm, "find it", ReplayToolEnv(rec), label, tools=["write", "search"],
-                     config=cfg)
-    mem = run_agent(llm, "find it", ReplayToolEnv(rec), label, tools=["write", "search"],
-                    recalled=[skill], config=cfg)
-    assert (base.steps, base.unknown_calls, base.success, base.finished) == (3, 1, True, True)
-    assert (mem.steps, mem.unknown_calls, mem.success) == (2, 0, True)
+    specs = world.tool_specs()
+    base = run_agent(llm, world.start("p"), tool_specs=specs, config=cfg)
+    assert [t["function"]["name"] for t in llm.requests[-1][1]] == ["write", "search", "read"]
+    mem = run_agent(llm, world.start("p"), tool_specs=specs, recalled=[skill], config=cfg)
+    assert (base.steps, base.failed_calls, base.success, base.termination) == (
+        3, 1, True, "agent-stop")
+    assert (mem.steps, mem.failed_calls, mem.success) == (2, 0, True)
     loaded = [t["function"]["name"] for t in llm.requests[-1][1]]
     assert loaded == ["read", "search", "write"]  # the skill's tools first (GAIA's order)
-    cut = run_agent(llm, "find it", ReplayToolEnv(rec), label, tools=["search"], config=cfg,
-                    step_limit=1)
-    assert (cut.steps, cut.finished, cut.success) == (1, False, False)
+    assert "RECALLED PROCEDURES" in llm.requests[-1][0][0]["content"]
+    assert [t.kind for t in mem.transcript] == ["call", "call", "answer"]
+    cut = run_agent(llm, world.start("p"), tool_specs=specs, config=cfg, step_limit=1)
+    assert (cut.steps, cut.finished, cut.termination, cut.success) == (
+        1, False, "step-limit", False)
 
 
 def test_tool_calls_written_as_json_text_are_taken_when_they_name_an_offered_tool():
@@ -345,9 +361,9 @@ def test_the_agent_executes_calls_written_in_the_answer_text():
            ToolCall("p", "read", '{"f": 1}', "text", True, "t")]
     label = SessionLabel("p", "t", "x", 4, essential_steps=("search", "read"))
     llm = FakeTextCaller([("search", {"q": 1}), ("read", {"f": 1})])
-    run = run_agent(llm, "find it", ReplayToolEnv(rec), label, tools=["search", "read"],
-                    config=Thresholds())
-    assert (run.steps, run.content_calls, run.unknown_calls, run.success) == (2, 2, 0, True)
+    world = _replay(rec, label=label)
+    run = run_agent(llm, world.start("p"), tool_specs=world.tool_specs(), config=Thresholds())
+    assert (run.steps, run.content_calls, run.failed_calls, run.success) == (2, 2, 0, True)
     assert run.finished
 
 

@@ -48,6 +48,35 @@ def _bench_models(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _bench_worlds(args: argparse.Namespace) -> int:
+    from ..bench import bench_worlds
+    from ..worlds import WORLDS
+
+    worlds = args.world or list(WORLDS)
+    if args.live_tasks:
+        from ._common import thresholds_of
+
+        with clients(args) as (chat, _):
+            figures = bench_worlds(worlds, llm=chat, live_tasks=args.live_tasks,
+                                   step_limit=args.step_limit, config=thresholds_of(args),
+                                   policy=not args.no_policy)
+    else:
+        figures = bench_worlds(worlds)
+    if args.json:
+        print_json(figures)
+        return EXIT_OK
+    for name, f in figures.items():
+        c = f["call_ms"]
+        print(f"{name:<13} tool call {c['median']:.3f} ms median, {c['p99']:.3f} ms p99 "
+              f"(n={c['n']} calls); fresh episode {f['fresh_episode_ms']['median']:.1f} ms "
+              f"(n={f['fresh_episode_ms']['n']}); scoring {f['score_ms']['median']:.1f} ms "
+              f"(n={f['score_ms']['n']})")
+        for arm, r in f.get("live_run_s", {}).items():
+            print(f"{'':<13} live run, {arm:<9} {r['median']:.1f} s median (n={r['n']} runs, "
+                  f"step limit {args.step_limit})")
+    return EXIT_OK
+
+
 _SHIPPED = {"synthetic-8": ("synthetic", None, None),
             "taubench-airline": ("taubench", "datasets/taubench-airline-gpt4o/*.json.gz", None),
             "tau2-airline": ("tau2", "datasets/tau2-airline/*1trials.json.gz",
@@ -210,6 +239,15 @@ def register(sub: Any) -> None:
                    help="override one threshold (repeatable)")
     p.add_argument("--out", default=None, help="write the JSON figures here")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p = command(bes, "worlds", "tool-call overhead per world (median, p99) and seconds per "
+                "live run per arm", _bench_worlds)
+    p.add_argument("--world", action="append", default=[], metavar="NAME",
+                   help="a world (repeatable; default every tau2 world)")
+    p.add_argument("--live-tasks", type=int, default=0,
+                   help="also time live runs on the first N tasks, both arms (needs a model)")
+    p.add_argument("--step-limit", type=int, default=8, help="most tool calls per live run")
+    p.add_argument("--no-policy", action="store_true", help="live runs without the policy")
+    model_options(p)
     p = command(bes, "tuning", "seconds per tuning-view update on a synthetic corpus",
                 _bench_tuning)
     p.add_argument("--sessions", type=int, default=10_000, help="corpus size")

@@ -27,10 +27,36 @@ def _eval_point(args: argparse.Namespace) -> int:
     from ..evaluation import EvalConfig, run_point
 
     th = thresholds_of(args)
-    cfg = EvalConfig(args.corpus, strategy=args.strategy, thresholds=th, k=args.k,
+    tasks = tuple(t for t in args.tasks.split(",") if t) if args.tasks else None
+    world = args.world or "replay"
+    corpus = args.corpus
+    if args.history == "live":
+        if not args.live:
+            raise UsageError("--history live runs the agent: add --live")
+        if tasks is None:
+            raise UsageError("--history live needs --tasks ID,ID,... (the tasks the agent "
+                             "attempts k+1 times)")
+        world = args.world or args.corpus
+        corpus = str(Path(args.out) / "live-corpus.db")
+    elif args.world and not args.live:
+        raise UsageError("--world is where live probes run: add --live")
+    cfg = EvalConfig(corpus, strategy=args.strategy, thresholds=th, k=args.k,
                      mode=args.mode, seed=args.seed, labels=args.labels, live=args.live,
-                     step_limit=args.step_limit, family=args.family)
+                     step_limit=args.step_limit, family=args.family, world=world,
+                     history=args.history, repeats=args.repeats,
+                     temperature=args.temperature, policy=not args.no_policy, tasks=tasks)
     with clients(args) as (chat, emb):
+        if args.history == "live":
+            from ..evaluation.live_history import live_history
+            from ..worlds import get_world
+
+            rep = live_history(get_world(world), chat, corpus, tasks=tasks or (),
+                               attempts=args.k + 1, step_limit=args.step_limit,
+                               temperature=args.temperature, policy=not args.no_policy,
+                               model=getattr(getattr(chat, "endpoint", None), "model", None),
+                               progress=True)
+            print(f"live history: {rep.ran} run(s), {rep.already_present} kept, "
+                  f"{rep.successes} succeeded; corpus {corpus}", file=sys.stderr)
         res = run_point(cfg, chat, emb, args.out, progress=True)
     if args.json:
         print_json({k: v.as_dict() for k, v in res.kpis.items()})
@@ -137,7 +163,8 @@ def register(sub: Any) -> None:
     """Add this group's commands to the ``skillsynth`` parser."""
     p = command(sub, "eval", "run the 4th-attempt protocol once on a corpus (one point)",
                 _eval_point)
-    p.add_argument("corpus", help="the corpus memory.db (labels beside it)")
+    p.add_argument("corpus", help="the corpus memory.db (labels beside it); with --history "
+                   "live, the world the agent generates its history in")
     p.add_argument("out", help="the point's folder (written)")
     p.add_argument("--strategy", default="skillsynth",
                    choices=("skillsynth", "gaia-greedy", "cortexprism", "pheron", "none"),
@@ -154,6 +181,21 @@ def register(sub: Any) -> None:
                    help="also run the live agent (both arms per probe, function calling)")
     p.add_argument("--step-limit", type=int, default=12,
                    help="the live agent's most tool calls per arm")
+    p.add_argument("--world", default=None,
+                   help="where live probes run: a tau2 world (`world list`); default the "
+                   "corpus's recordings (replay)")
+    p.add_argument("--history", choices=("corpus", "live"), default="corpus",
+                   help="live: the agent runs k+1 attempts of each --tasks task in the world "
+                   "and those runs are the history (#887's closed loop)")
+    p.add_argument("--tasks", default=None, metavar="ID,ID,...",
+                   help="only these task ids: the probes run live (and, with --history live, "
+                   "the tasks attempted)")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="live runs per arm per probe (more than 1 samples at --temperature)")
+    p.add_argument("--temperature", type=float, default=0.7,
+                   help="sampling temperature of repeated runs and of live history attempts")
+    p.add_argument("--no-policy", action="store_true",
+                   help="do not give the live agent the world's policy text")
     model_options(p)
     p = command(sub, "calibrate", "measure same- vs different-family similarity on labelled "
                 "corpora and propose similarity_tau and recall_tau for an embedder", _calibrate)

@@ -1,200 +1,201 @@
-"""The live agent: a function-calling loop over the chat client against replayed tools.
+"""The live agent: a function-calling loop over the chat model, inside a tool world.
 
-Each probe's goal is run twice by the same model, without and with the recalled procedures
-injected (their ``tools_required`` loaded first, GAIA's CORE > SKILL > SEMANTIC order,
-at most 14 tools). Tools answer from the corpus: a call whose tool and arguments match a
-recorded call gets that call's recorded result (the probe's own calls first, then any
-session's); any other call gets an explicit error saying no recorded result exists. The
-loop stops when the model answers without a tool call or at the step limit. A call the
-model wrote as JSON text in its answer (small local models do) is taken as a call when it
-names an offered tool (:func:`~skillsynth.llm.tool_calls_in_content`), and counted.
-
-Success is judged against the task's ground truth where the corpus has it: every
-ground-truth action (tool and arguments) was called (tau-bench, tau2), or else every
-essential tool was called as often as the true procedure needs (synthetic). Without ground
-truth, success is None. This module measures; it estimates nothing.
+Each arm of a probe is one run: the task's prompt as the first user turn, the world's tools
+(the recalled procedures' ``tools_required`` loaded first, GAIA's CORE > SKILL > SEMANTIC
+order, at most 14 tools), the world's policy and, in the memory arm, GAIA's ``RECALLED
+PROCEDURES`` block in the system prompt. Every call is executed by the world's episode
+(a fresh state per run). The loop stops when the model answers without a tool call
+(``agent-stop``), at the step limit (``step-limit``) or on a model error (``model-error``);
+the world then scores the run by its own rule. A call the model wrote as JSON text in its
+answer (small local models do) is taken as a call when it names an offered tool
+(:func:`~skillsynth.llm.tool_calls_in_content`), and counted. This module measures; it
+estimates nothing.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..corpora.labels import SessionLabel
 from ..errors import LLMError
 from ..inject import inject, tools_for_turn
 from ..llm import tool_calls_in_content
 from ..protocols import ChatModel
 from ..skill import Skill
-from ..store import ToolCall
+from ..store import now_iso
+from ..worlds import Episode, Termination, Turn, canonical_args
 
-__all__ = ["AGENT_PROMPT_VERSION", "AgentRun", "ReplayToolEnv", "canonical_args", "judge_success",
-           "run_agent"]
+__all__ = ["AGENT_PROMPT_VERSION", "AgentRun", "run_agent", "system_prompt"]
 
 #: Part of the call-cache key of every agent turn.
-AGENT_PROMPT_VERSION = "agent-v1"
+AGENT_PROMPT_VERSION = "agent-v2"
 _SYSTEM = ("You are a tool-using assistant. Use the tools to accomplish the user's goal, one "
            "call at a time. When the goal is done, reply with a short final answer and no "
            "tool call.")
-_UNKNOWN = "replay environment: no recorded result for {tool} with these arguments"
-
-
-def canonical_args(args: str | Mapping[str, Any] | None) -> str:
-    """Arguments as sorted-key JSON (text that is not JSON is kept as it is)."""
-    if args is None or args == "":
-        return "{}"
-    value: Any = args
-    if isinstance(args, str):
-        try:
-            value = json.loads(args)
-        except json.JSONDecodeError:
-            return args
-    return json.dumps(value, sort_keys=True, default=str)
-
-
-class ReplayToolEnv:
-    """Recorded tool results, looked up by tool name and canonical arguments.
-
-    Args:
-        calls: every recorded call of the corpus (the world the agent acts in).
-        own: the probe's own recorded calls (they answer first).
-    """
-
-    def __init__(self, calls: Sequence[ToolCall], own: Sequence[ToolCall] = ()):
-        self._answers: dict[tuple[str, str], str] = {}
-        for c in [*own, *calls]:
-            key = (c.tool_name, canonical_args(c.args))
-            if key not in self._answers:
-                self._answers[key] = (c.result_summary or "ok") if c.success else \
-                    json.dumps({"error": c.error or "the call failed"})
-        keys: dict[str, set[str]] = {}
-        for c in calls:
-            try:
-                parsed = json.loads(c.args) if c.args else {}
-            except json.JSONDecodeError:
-                parsed = {}
-            keys.setdefault(c.tool_name, set()).update(parsed if isinstance(parsed, dict)
-                                                       else ())
-        self.arg_keys = keys
-        self.unknown = 0
-
-    def specs(self, names: Sequence[str]) -> list[dict[str, Any]]:
-        """OpenAI function specs for ``names`` (argument names as the corpus recorded them)."""
-        return [{"type": "function", "function": {
-            "name": n, "description": f"The {n} tool (answers are replayed from recordings).",
-            "parameters": {"type": "object",
-                           "properties": {k: {} for k in sorted(self.arg_keys.get(n, ()))}}}}
-            for n in names]
-
-    def call(self, tool: str, args: str | Mapping[str, Any] | None) -> tuple[str, bool]:
-        """The recorded result and True, or an explicit error and False."""
-        hit = self._answers.get((tool, canonical_args(args)))
-        if hit is None:
-            self.unknown += 1
-            return json.dumps({"error": _UNKNOWN.format(tool=tool)}), False
-        return hit, True
+_SOLO = ("The user is not available during this task: their message below is all they will "
+         "say (it describes them in the second person: 'you' is the user), and they have "
+         "already confirmed every action their message asks for. Do not ask them questions; "
+         "act, then report the outcome.")
 
 
 @dataclass(frozen=True)
 class AgentRun:
-    """One arm of one probe under the live agent.
+    """One arm of one probe, run live.
 
     Attributes:
         steps: tool calls the agent made.
         calls: (tool, canonical arguments) in order.
-        unknown_calls: calls the replay environment had no recording for.
-        finished: the model stopped by itself (False: the step limit cut it off).
-        success: judged against ground truth (None without it).
-        tokens: prompt + completion tokens the server reported.
+        failed_calls: calls the world answered with an error.
+        turns: model turns taken.
+        termination: ``agent-stop``, ``step-limit`` or ``model-error``.
+        success, reward: the world's verdict on the run (None where it cannot judge).
+        prompt_tokens, completion_tokens: summed over turns, as the server reported them.
         llm_calls, cache_hits: model turns requested, and those answered by the cache.
         content_calls: calls read from the answer's text rather than its ``tool_calls``.
-        error: a model error that ended the run (the arm then counts as not finished).
+        error: the model error that ended the run, if one did.
         wall_s: seconds.
+        answer: the agent's last text.
+        transcript: every call with its result, and the final answer.
+        score_detail: the world's breakdown of the score.
     """
 
     steps: int
     calls: tuple[tuple[str, str], ...]
-    unknown_calls: int
-    finished: bool
+    failed_calls: int
+    turns: int
+    termination: Termination
     success: bool | None
-    tokens: int
+    reward: float | None
+    prompt_tokens: int
+    completion_tokens: int
     llm_calls: int
     cache_hits: int
+    content_calls: int
     error: str | None
     wall_s: float
-    content_calls: int = 0
+    answer: str = ""
+    transcript: tuple[Turn, ...] = ()
+    score_detail: Mapping[str, Any] | None = None
+
+    @property
+    def tokens(self) -> int:
+        """Prompt plus completion tokens."""
+        return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def finished(self) -> bool:
+        """The model stopped by itself."""
+        return self.termination == "agent-stop"
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready (one line of a point's ``runs.jsonl``)."""
+        d = asdict(self)
+        d["calls"] = [list(c) for c in self.calls]
+        d["transcript"] = [asdict(t) for t in self.transcript]
+        d["score_detail"] = dict(self.score_detail or {})
+        return d
 
 
-def judge_success(label: SessionLabel, calls: Sequence[tuple[str, str]]) -> bool | None:
-    """Every ground-truth action called (tool and arguments), else every essential step."""
-    if label.actions:
-        made = Counter(calls)
-        need = Counter((a["name"], canonical_args(a.get("arguments"))) for a in label.actions)
-        return all(made[k] >= n for k, n in need.items())
-    if label.essential_steps:
-        made_tools = Counter(t for t, _ in calls)
-        return all(made_tools[t] >= n for t, n in Counter(label.essential_steps).items())
-    return None
+def system_prompt(policy: str, recalled: Sequence[Skill], config: Any, *, solo: bool) -> str:
+    """The agent's system prompt: role, policy, solo-mode note, recalled procedures."""
+    parts = [_SYSTEM]
+    if policy:
+        parts.append(policy.strip())
+    if solo:
+        parts.append(_SOLO)
+    if recalled:
+        parts.append(inject(recalled, config))
+    return "\n\n".join(parts)
 
 
-def run_agent(llm: ChatModel, goal: str, env: ReplayToolEnv, label: SessionLabel, *,
-              tools: Sequence[str], recalled: Sequence[Skill] = (), config: Any,
-              step_limit: int = 12, max_tokens: int = 256) -> AgentRun:
-    """Run one arm: the goal, the loaded tools, and (for the memory arm) the recalled skills.
+def _loaded(specs: Sequence[Mapping[str, Any]], recalled: Sequence[Skill]
+            ) -> list[Mapping[str, Any]]:
+    by_name = {s["function"]["name"]: s for s in specs}
+    names = tools_for_turn([], [t for s in recalled for t in s.tools_required
+                                if t in by_name], list(by_name))
+    return [by_name[n] for n in names]
+
+
+def run_agent(llm: ChatModel, episode: Episode, *, tool_specs: Sequence[Mapping[str, Any]],
+              policy: str = "", recalled: Sequence[Skill] = (), config: Any,
+              step_limit: int = 12, max_tokens: int = 256, temperature: float = 0.0,
+              seed: int = 0, solo: bool = False) -> AgentRun:
+    """Run one arm of one task in ``episode`` and have the world score it.
 
     Args:
-        llm: a chat client with function calling.
-        goal: the probe's first user turn.
-        env: the replay tool environment.
-        label: the probe's label (for judging success only; never shown to the model).
-        tools: the SEMANTIC tool list (most used first); recalled skills' tools go first.
+        llm: a chat model with function calling.
+        episode: a fresh episode of the task (its world executes the calls).
+        tool_specs: the world's tools (OpenAI function schemas, most relevant first).
+        policy: the world's policy text, put in the system prompt ("" for none).
         recalled: the skills to inject (empty for the no-memory arm).
         config: thresholds (``max_recall_body_chars``).
         step_limit: most tool calls before the run is cut off.
         max_tokens: generation cap per turn.
+        temperature, seed: sampling (seeded where the server honours it).
+        solo: no user simulator: the system prompt says the user is away.
     """
     t0 = time.perf_counter()
-    loaded = tools_for_turn([], recalled, tools)
-    system = _SYSTEM + ("\n\n" + inject(recalled, config) if recalled else "")
-    messages: list[dict[str, Any]] = [{"role": "system", "content": system},
-                                      {"role": "user", "content": goal}]
-    specs = env.specs(loaded)
-    unknown_before = env.unknown
+    specs = _loaded(tool_specs, recalled)
+    offered = [s["function"]["name"] for s in specs]
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": system_prompt(policy, recalled, config, solo=solo)},
+        {"role": "user", "content": episode.task.prompt}]
+    transcript: list[Turn] = []
     made: list[tuple[str, str]] = []
-    tokens = turns = hits = from_text = 0
-    finished, error = False, None
+    failed = turns = hits = from_text = p_tok = c_tok = 0
+    termination: Termination = "step-limit"
+    error, answer = None, ""
     while len(made) < step_limit:
         try:
-            r = llm.chat(messages, tools=specs, temperature=0.0, max_tokens=max_tokens, seed=0,
-                         prompt_version=AGENT_PROMPT_VERSION)
+            r = llm.chat(messages, tools=specs, temperature=temperature, max_tokens=max_tokens,
+                         seed=seed, prompt_version=AGENT_PROMPT_VERSION)
         except LLMError as exc:
-            error = f"{type(exc).__name__}: {exc}"
+            error, termination = f"{type(exc).__name__}: {exc}", "model-error"
             break
         turns += 1
         hits += int(r.cached)
-        tokens += int(r.usage.get("total_tokens") or 0)
+        p_tok += int(r.usage.get("prompt_tokens") or 0)
+        c_tok += int(r.usage.get("completion_tokens") or 0)
         calls = r.tool_calls
         if not calls:
-            calls = tool_calls_in_content(r.content, loaded)
+            calls = tool_calls_in_content(r.content, offered)
             from_text += len(calls)
         if not calls:
-            finished = True
+            answer, termination = (r.content or "").strip(), "agent-stop"
+            transcript.append(Turn("answer", content=answer, timestamp=now_iso()))
             break
+        if r.content and calls is r.tool_calls:
+            transcript.append(Turn("answer", content=r.content.strip(), timestamp=now_iso()))
         messages.append({"role": "assistant", "content": "" if calls is not r.tool_calls
                          else r.content or "", "tool_calls": list(calls)})
         for i, tc in enumerate(calls):
             fn = tc.get("function") or {}
             name, args = str(fn.get("name", "")), fn.get("arguments") or "{}"
             made.append((name, canonical_args(args)))
-            result, _ = env.call(name, args)
+            at = now_iso()
+            out = episode.execute(name, args)
+            failed += not out.ok
+            transcript.append(Turn("call", name, _as_mapping(args), out.result, out.ok,
+                                   timestamp=at))
             messages.append({"role": "tool", "tool_call_id": tc.get("id") or f"call_{turns}_{i}",
-                             "content": result})
+                             "content": out.result})
             if len(made) >= step_limit:
                 break
-    return AgentRun(len(made), tuple(made), env.unknown - unknown_before, finished,
-                    judge_success(label, made), tokens, turns - hits, hits, error,
-                    round(time.perf_counter() - t0, 3), from_text)
+    score = episode.score(transcript, termination)
+    return AgentRun(len(made), tuple(made), failed, turns, termination, score.success,
+                    score.reward, p_tok, c_tok, turns - hits, hits, from_text, error,
+                    round(time.perf_counter() - t0, 3), answer, tuple(transcript),
+                    dict(score.detail))
+
+
+def _as_mapping(args: Any) -> dict[str, Any]:
+    if isinstance(args, Mapping):
+        return dict(args)
+    try:
+        value = json.loads(args) if args else {}
+    except (TypeError, json.JSONDecodeError):
+        return {"_raw": str(args)}
+    return value if isinstance(value, dict) else {"_raw": value}

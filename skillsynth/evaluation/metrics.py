@@ -54,6 +54,11 @@ class ProbeResult:
         tokens: model tokens the arm used (live agent only).
         llm_calls, cache_hits: model calls the arm made and cache hits among them.
         wall_s: seconds the arm took.
+        failed_calls, turns: live runs: calls the world answered with an error; model turns.
+        prompt_tokens, completion_tokens: live runs: tokens as the server reported them.
+        reward, termination: live runs: the world's reward; how the run ended.
+        repeat: live runs: which of the arm's repeated runs this is (0-based).
+        world: live runs: the world the arm ran in.
         best_right_score, best_wrong_score: the highest embedding cosine of the probe's goal
             to any active procedure of its own family, and of another family (a
             diagnostic of where recall's tau should sit, whatever the strategy recalls by;
@@ -80,6 +85,14 @@ class ProbeResult:
     wall_s: float = 0.0
     best_right_score: float | None = None
     best_wrong_score: float | None = None
+    failed_calls: int = 0
+    turns: int = 0
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    reward: float | None = None
+    termination: str | None = None
+    repeat: int = 0
+    world: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready (one line of ``results.jsonl``)."""
@@ -206,37 +219,70 @@ def _valid_share(profile: str) -> Callable[[list[ProcedureCheck]], float | None]
     return lambda cs: _mean([float(c.valid.get(profile, False)) for c in cs])
 
 
+@dataclass(frozen=True)
+class _Arm:
+    """One arm of one probe over its repeats."""
+
+    family: str
+    success: float | None  # share of repeats the world judged a success
+    steps_ok: float | None  # mean steps over successful repeats
+    prompt_tokens: float | None
+
+
+def _arm(runs: Sequence[ProbeResult]) -> _Arm:
+    judged = [r for r in runs if r.success is not None]
+    ok = [r.steps for r in judged if r.success]
+    toks = [r.prompt_tokens for r in runs if r.prompt_tokens is not None]
+    return _Arm(runs[0].family, _mean([float(bool(r.success)) for r in judged]) if judged
+                else None, _mean([float(x) for x in ok]) if ok else None,
+                _mean([float(x) for x in toks]) if toks else None)
+
+
 def _live_kpis(live: Sequence[ProbeResult], kw: dict[str, Any]) -> list[KPI]:
-    """Paired per probe: the no-memory and memory arms of the live agent."""
-    arms: dict[str, dict[str, ProbeResult]] = defaultdict(dict)
+    """Paired per probe: the no-memory and memory arms of the live agent.
+
+    With r repeats per arm a probe's arm is summarized first (success rate, mean steps of
+    its successful runs, mean prompt tokens), then probes are paired; with r = 1 these are
+    the runs themselves. Intervals resample families.
+    """
+    runs: dict[str, dict[str, list[ProbeResult]]] = defaultdict(lambda: defaultdict(list))
     for r in live:
-        arms[r.probe_session][r.arm] = r
-    pairs = [(a["no-memory"], a["memory"]) for a in arms.values()
-             if "no-memory" in a and "memory" in a]
-    both_ok = [(b, m) for b, m in pairs if b.success and m.success and b.steps > 0]
+        runs[r.probe_session][r.arm].append(r)
+    pairs = [(_arm(a["no-memory"]), _arm(a["memory"])) for a in runs.values()
+             if a.get("no-memory") and a.get("memory")]
+    both_ok = [(b, m) for b, m in pairs if b.steps_ok and m.steps_ok is not None]
     known = [(b, m) for b, m in pairs if b.success is not None and m.success is not None]
+    toks = [(b, m) for b, m in pairs if b.prompt_tokens and m.prompt_tokens is not None]
+    Pairs = list[tuple[_Arm, _Arm]]
 
-    def reduction(ps: list[tuple[ProbeResult, ProbeResult]]) -> float | None:
-        return _mean([(b.steps - m.steps) / b.steps for b, m in ps])
+    def reduction(ps: Pairs) -> float | None:
+        return _mean([(b.steps_ok - m.steps_ok) / b.steps_ok for b, m in ps])  # type: ignore[operator]
 
-    def change(ps: list[tuple[ProbeResult, ProbeResult]]) -> float | None:
-        return _mean([float(bool(m.success)) - float(bool(b.success)) for b, m in ps])
+    def change(ps: Pairs) -> float | None:
+        return _mean([m.success - b.success for b, m in ps])  # type: ignore[operator]
 
-    def worse(ps: list[tuple[ProbeResult, ProbeResult]]) -> float | None:
-        return _mean([float((b.success and not m.success)
-                            or (bool(b.success) and bool(m.success) and m.steps > b.steps))
+    def worse(ps: Pairs) -> float | None:
+        return _mean([float(m.success < b.success  # type: ignore[operator]
+                            or (m.success == b.success and b.steps_ok is not None
+                                and m.steps_ok is not None and m.steps_ok > b.steps_ok))
                       for b, m in ps])
 
+    def token_change(ps: Pairs) -> float | None:
+        return _mean([(m.prompt_tokens - b.prompt_tokens) / b.prompt_tokens  # type: ignore[operator]
+                      for b, m in ps])
+
+    def fams(ps: Pairs) -> list[str]:
+        return [b.family for b, _ in ps]
+
     return [
-        _kpi("live_step_reduction", both_ok, reduction, unit="probes",
-             clusters=[b.family for b, _ in both_ok], **kw),
-        _kpi("live_success_change", known, change, unit="probes",
-             clusters=[b.family for b, _ in known], **kw),
-        _kpi("live_share_made_worse", known, worse, unit="probes",
-             clusters=[b.family for b, _ in known], **kw),
-        _kpi("live_success_no_memory", known, lambda ps: _mean([float(bool(b.success))
-                                                                 for b, _ in ps]),
-             unit="probes", clusters=[b.family for b, _ in known], **kw),
+        _kpi("live_step_reduction", both_ok, reduction, unit="probes", clusters=fams(both_ok),
+             **kw),
+        _kpi("live_success_change", known, change, unit="probes", clusters=fams(known), **kw),
+        _kpi("live_share_made_worse", known, worse, unit="probes", clusters=fams(known), **kw),
+        _kpi("live_success_no_memory", known, lambda ps: _mean([b.success for b, _ in ps]),  # type: ignore[misc]
+             unit="probes", clusters=fams(known), **kw),
+        _kpi("live_prompt_token_change", toks, token_change, unit="probes",
+             clusters=fams(toks), **kw),
     ]
 
 

