@@ -5,7 +5,9 @@
 # runs the sweep eval/sweeps/main.yaml through papermill (import the corpus, then per point:
 # the 4th-attempt split, a synthesis pass on the history, recall for every probe, the replay
 # estimate, KPIs with bootstrap intervals, floors, SKILL.md round trips), writes the HTML KPI
-# report and prints where it is. Output: eval/results/main/ (or $1/main). Re-running resumes:
+# report and prints where it is; then the live point (eval/sweeps/main-live.yaml): two tau2
+# retail probes run live in the tau2:retail world in both arms, scored by tau2's evaluators.
+# Output: eval/results/main/ and main-live/ (or under $1). Re-running resumes:
 # finished points are kept (remove the folder for a fresh run).
 set -euo pipefail
 . "$(dirname "$0")/_venv.sh" notebooks
@@ -17,4 +19,8 @@ skillsynth models status
 skillsynth sweep eval/sweeps/main.yaml --results "$RESULTS"
 skillsynth report "$RESULTS/main" --baseline eval/baselines/main.json
 skillsynth gate "$RESULTS/main"   # validity and floors (no baseline for this corpus yet)
-echo "main job done: KPI report at $RESULTS/main/report.html (plots in $RESULTS/main/plots/)"
+# the live point: two tau2 retail probes run live in tau2:retail, both arms
+skillsynth sweep eval/sweeps/main-live.yaml --results "$RESULTS"
+skillsynth report "$RESULTS/main-live"
+skillsynth gate "$RESULTS/main-live"
+echo "main job done: KPI reports at $RESULTS/main/report.html and $RESULTS/main-live/report.html"

@@ -262,7 +262,8 @@ def _json_values(text: str) -> list[Any]:
     return out
 
 
-def tool_calls_in_content(content: str | None, tools: Sequence[str]) -> tuple[dict[str, Any], ...]:
+def tool_calls_in_content(content: str | None, tools: Sequence[str] | None
+                          ) -> tuple[dict[str, Any], ...]:
     """Tool calls a model wrote as JSON text in ``content`` instead of ``tool_calls``.
 
     Small local models (Qwen2.5-Coder 0.5B/1.5B under llama-server) answer a function-calling
@@ -270,14 +271,19 @@ def tool_calls_in_content(content: str | None, tools: Sequence[str]) -> tuple[di
     ``<tool_call>`` tags. Such an object (or a list of them) counts as a call only when its
     name is one of the offered ``tools``; anything else stays a text answer. Returned in the
     OpenAI shape (``function.arguments`` a JSON string), with ids ``content_call_N``.
+    ``tools=None`` finds call-shaped objects naming any tool (a string ``name`` beside
+    ``arguments`` or ``parameters``): what the agent counts as calls to tools it was not offered.
     """
-    if not content or not tools:
+    if not content or tools is not None and not tools:
         return ()
-    offered = set(tools)
+    offered = None if tools is None else set(tools)
     found: list[dict[str, Any]] = []
     for value in _json_values(content):
         for obj in value if isinstance(value, list) else [value]:
-            if not isinstance(obj, dict) or obj.get("name") not in offered:
+            if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
+                continue
+            if offered is None and not ("arguments" in obj or "parameters" in obj) \
+                    or offered is not None and obj["name"] not in offered:
                 continue
             args = obj.get("arguments", obj.get("parameters", {}))
             if isinstance(args, str):

@@ -337,6 +337,12 @@ def test_tool_calls_written_as_json_text_are_taken_when_they_name_an_offered_too
               '{"name": "drop_db", "arguments": {}}]</tool_call>')
     assert [x["function"]["name"] for x in tool_calls_in_content(tagged, ["read"])] == ["read"]
     assert tool_calls_in_content('I would call {"name": "search"} but no.', ["read"]) == ()
+    # any name: only call-shaped objects (name beside arguments) count
+    guess = '{"name": "find_user_by_zip", "arguments": {"zip": "1"}}'
+    assert tool_calls_in_content(guess, ["read"]) == ()
+    assert [c["function"]["name"] for c in tool_calls_in_content(guess, None)] == [
+        "find_user_by_zip"]
+    assert tool_calls_in_content('{"name": "Ann", "age": 3}', None) == ()
     assert tool_calls_in_content("Done. {not json", ["read"]) == ()
     assert tool_calls_in_content(None, ["read"]) == ()
 

@@ -322,3 +322,40 @@ def test_the_default_model_calls_a_tool_and_the_call_is_read(servers):
     calls = r.tool_calls or tool_calls_in_content(r.content, ["get_weather"])
     assert [x["function"]["name"] for x in calls] == ["get_weather"], r
     assert "paris" in calls[0]["function"]["arguments"].lower()
+
+
+def test_live_smoke_two_tau2_retail_tasks_both_arms(servers, tmp_path):
+    # CI's live smoke: history from the shipped tau2 retail recordings, two probes run live
+    # in tau2:retail in both arms (step limit 4) by the default model; the world must have
+    # executed real calls and tau2's evaluators must have scored every run.
+    from pathlib import Path
+
+    from skillsynth.config import load_thresholds
+    from skillsynth.corpora.importing import import_corpus
+    from skillsynth.evaluation import EvalConfig, run_point
+    from skillsynth.serve import EMBED_MODEL_ID
+
+    data = Path(__file__).resolve().parents[1] / "datasets" / "tau2-retail"
+    db = tmp_path / "retail.db"
+    import_corpus("tau2", [data], db, tasks=data / "tasks_retail_HEAD.json.gz")
+    cfg = EvalConfig(str(db), thresholds=load_thresholds(None, embedder=EMBED_MODEL_ID), k=1,
+                     live=True, world="tau2:retail", tasks=("5", "9"), step_limit=4,
+                     policy=False, n_boot=200)
+    with ChatClient(servers.chat) as chat, Embedder(servers.embed) as emb:
+        res = run_point(cfg, chat, emb, tmp_path / "point")
+    runs = [json.loads(line) for line in (tmp_path / "point" / "runs.jsonl").open()]
+    assert sorted((r["task_id"], r["arm"]) for r in runs) == [
+        ("5", "memory"), ("5", "no-memory"), ("9", "memory"), ("9", "no-memory")]
+    assert any(r["recalled_ids"] for r in runs), "both probes recall at the calibrated tau"
+    calls = [t for r in runs for t in r["transcript"] if t["kind"] == "call"]
+    assert calls, "the model made no tool call in four runs"
+    assert all(r["steps"] <= 4 and r["world"] == "tau2:retail" for r in runs)
+    # tau2's tools answered (their results or their own error text), not a replay table
+    assert all("replay environment" not in t["result"] and t["result"] for t in calls)
+    for r in runs:  # tau2's evaluators scored every run, whatever ended it
+        assert r["reward"] is not None and "breakdown" in r["score_detail"], r["score_detail"]
+        assert r["prompt_tokens"] > 0 and r["termination"] in ("agent-stop", "step-limit")
+    assert res.summary["live"] == {"world": "tau2:retail", "probes": 2, "not_in_world": []}
+    for name in ("live_success_change", "live_share_made_worse", "live_prompt_token_change"):
+        k = res.kpis[name]
+        assert k.n == 2 and k.value is not None and k.lo is not None and k.hi is not None

@@ -56,6 +56,24 @@ def test_spec_errors_name_the_key(tmp_path):
     assert len(ids) == len(set(ids)) == 4 and ids[-1].startswith("none-")
 
 
+def test_live_world_keys_are_checked(tmp_path):
+    with pytest.raises(ConfigError, match="unknown world 'tau2:bank'"):
+        SweepSpec.load(_spec(tmp_path, world="tau2:bank"))
+    with pytest.raises(ConfigError, match="history: live goes with corpus"):
+        SweepSpec.load(_spec(tmp_path, history="live", world="tau2:retail"))
+    live = {"live": {"tasks": [0, 1]}}
+    with pytest.raises(ConfigError, match="history: live goes with corpus"):
+        SweepSpec.load(_spec(tmp_path, corpus=live, world="tau2:retail"))
+    with pytest.raises(ConfigError, match="needs a tau2 world"):
+        SweepSpec.load(_spec(tmp_path, corpus=live, history="live"))
+    with pytest.raises(ConfigError, match="repeats"):
+        SweepSpec.load(_spec(tmp_path, repeats=0))
+    spec = SweepSpec.load(_spec(tmp_path, corpus=live, history="live", world="tau2:retail",
+                                tasks=[5, "9"], repeats=3, policy=False))
+    assert (spec.world, spec.history, spec.tasks, spec.repeats, spec.policy) == (
+        "tau2:retail", "live", ("5", "9"), 3, False)
+
+
 def test_calibrated_tau_points_take_the_embedders_calibration(tmp_path):
     from skillsynth.config import calibrated_defaults
     from skillsynth.serve import EMBED_MODEL_ID
@@ -215,6 +233,6 @@ def test_gate_rejects_a_malformed_baseline(tmp_path):
 def test_every_shipped_sweep_spec_is_valid(spec):
     s = SweepSpec.load(spec)
     assert expand_points(s) and s.name == spec.stem
-    if "import" in s.corpus:  # shipped files, relative to the spec
+    if "import" in s.corpus:  # shipped files or folders of them, relative to the spec
         for f in s.corpus["import"]["files"]:
-            assert (spec.parent / f).resolve().is_file(), f
+            assert (spec.parent / f).resolve().exists(), f

@@ -96,6 +96,7 @@ def test_taus_own_evaluators_score_the_run(airline):
     assert (idle.success, idle.reward) == (False, 0.0)  # the database never changed
     cut = ep.score(turns, "step-limit")  # tau2: a run that did not end by itself earns 0
     assert (cut.success, cut.reward) == (False, 0.0)
+    assert cut.detail["breakdown"]["DB"] == 1.0  # the evaluators still say how far it got
 
 
 def test_the_agent_loop_acts_in_the_world_and_reports_every_figure(airline):
@@ -123,6 +124,10 @@ def test_the_agent_loop_acts_in_the_world_and_reports_every_figure(airline):
     assert (loop.steps, loop.termination, loop.reward) == (5, "step-limit", 0.0)
     silent = run_agent(FakeScriptedAgent([], final="I cannot help."), airline.start("9"), **kw)
     assert (silent.steps, silent.termination, silent.success) == (0, "agent-stop", False)
+    guess = FakeScriptedAgent([], final='{"name": "cancel_it", "arguments": {"id": "X"}}')
+    guessed = run_agent(guess, airline.start("9"), **kw)  # a tool the world does not offer
+    assert (guessed.steps, guessed.unoffered_text_calls, guessed.termination) == (
+        0, 1, "agent-stop")
     line = json.loads(json.dumps(base.as_dict()))
     assert line["transcript"][0]["name"] == "get_user_details" and not line["transcript"][0]["ok"]
 

@@ -55,6 +55,8 @@ class AgentRun:
         prompt_tokens, completion_tokens: summed over turns, as the server reported them.
         llm_calls, cache_hits: model turns requested, and those answered by the cache.
         content_calls: calls read from the answer's text rather than its ``tool_calls``.
+        unoffered_text_calls: call-shaped JSON in a final answer naming a tool that was not
+            offered (not executed: the run ended on that answer; counted so it is seen).
         error: the model error that ended the run, if one did.
         wall_s: seconds.
         answer: the agent's last text.
@@ -79,6 +81,7 @@ class AgentRun:
     answer: str = ""
     transcript: tuple[Turn, ...] = ()
     score_detail: Mapping[str, Any] | None = None
+    unoffered_text_calls: int = 0
 
     @property
     def tokens(self) -> int:
@@ -145,7 +148,7 @@ def run_agent(llm: ChatModel, episode: Episode, *, tool_specs: Sequence[Mapping[
         {"role": "user", "content": episode.task.prompt}]
     transcript: list[Turn] = []
     made: list[tuple[str, str]] = []
-    failed = turns = hits = from_text = p_tok = c_tok = 0
+    failed = turns = hits = from_text = p_tok = c_tok = unoffered = 0
     termination: Termination = "step-limit"
     error, answer = None, ""
     while len(made) < step_limit:
@@ -164,6 +167,7 @@ def run_agent(llm: ChatModel, episode: Episode, *, tool_specs: Sequence[Mapping[
             calls = tool_calls_in_content(r.content, offered)
             from_text += len(calls)
         if not calls:
+            unoffered = len(tool_calls_in_content(r.content, None))
             answer, termination = (r.content or "").strip(), "agent-stop"
             transcript.append(Turn("answer", content=answer, timestamp=now_iso()))
             break
@@ -188,7 +192,7 @@ def run_agent(llm: ChatModel, episode: Episode, *, tool_specs: Sequence[Mapping[
     return AgentRun(len(made), tuple(made), failed, turns, termination, score.success,
                     score.reward, p_tok, c_tok, turns - hits, hits, from_text, error,
                     round(time.perf_counter() - t0, 3), answer, tuple(transcript),
-                    dict(score.detail))
+                    dict(score.detail), unoffered)
 
 
 def _as_mapping(args: Any) -> dict[str, Any]:

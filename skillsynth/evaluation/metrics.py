@@ -332,6 +332,11 @@ def point_kpis(rows: Sequence[ProbeResult], procedures: Sequence[ProcedureCheck]
     ]
     if live:
         out += _live_kpis(live, kw)
+        # the replay estimate on exactly the probes that ran live, to read beside them
+        same = [r for r in with_steps if r.probe_session in {x.probe_session for x in live}]
+        out.append(_kpi("step_reduction_live_probes", same,
+                        lambda rs: _mean([_reduction(r) for r in rs]), unit="probes",
+                        clusters=[r.family for r in same], estimate=est, **kw))
     for profile in PROFILES:
         out.append(_kpi(f"validity_{profile}", procedures, _valid_share(profile),
                         unit="procedures", **kw))

@@ -38,6 +38,7 @@ __all__ = [
     "describe_run",
     "gate",
     "kpi_table",
+    "live_runs_table",
     "load_run",
     "peer_table",
     "plot_body_chars",
@@ -52,7 +53,8 @@ __all__ = [
 PARAMS = ("similarity_tau", "min_occurrences", "max_recall_body_chars")
 _SHOWN = ("synthesis_fired_rate", "recall_hit_rate", "recall_precision", "step_reduction",
           "share_made_worse", "live_step_reduction", "live_success_change",
-          "live_share_made_worse", "live_prompt_token_change", "validity_gaia691",
+          "live_share_made_worse", "live_prompt_token_change", "step_reduction_live_probes",
+          "validity_gaia691",
           "validity_agentskills",
           "grounded_tools_rate", "duplicate_name_count", "provenance_integrity",
           "floors_behaved", "llm_calls", "cache_hit_rate")
@@ -134,6 +136,28 @@ def describe_run(run: Run) -> str:
             f"{versions.get('skillsynth')}.  \n"
             "Intervals: 95% cluster bootstrap over task families. *est.* marks replay "
             "estimates (METHODS.md).")
+
+
+_LIVE_COLS = ("point", "task_id", "arm", "repeat", "recalled", "steps", "failed_calls",
+              "turns", "termination", "reward", "prompt_tokens", "completion_tokens", "wall_s")
+
+
+def live_runs_table(run: Run) -> pd.DataFrame:
+    """Every live run of every point (each point's ``runs.jsonl``): one row per run.
+
+    Empty when no point ran the live agent.
+    """
+    recs = []
+    for pt in run.summary["points"]:
+        f = run.path / "points" / pt["id"] / "runs.jsonl"
+        if not f.exists():
+            continue
+        for line in f.read_text(encoding="utf-8").splitlines():
+            r = json.loads(line)
+            recs.append({**{k: r.get(k) for k in _LIVE_COLS}, "point": pt["id"],
+                         "world": r.get("world"), "recalled": len(r.get("recalled_ids") or [])})
+    cols = [*_LIVE_COLS[:1], "world", *_LIVE_COLS[1:]]
+    return pd.DataFrame(recs, columns=cols)
 
 
 def kpi_table(run: Run) -> pd.DataFrame:

@@ -44,6 +44,16 @@ display(Markdown(report.describe_run(run)))
 report.kpi_table(run)
 
 # %% [markdown]
+# ## Live runs
+#
+# With the live agent, each probe ran in both arms in its world (`replay` or a tau2 world);
+# reward and termination are the world's. Steps here are measurements, not estimates.
+
+# %%
+live = report.live_runs_table(run)
+live if len(live) else print("no live runs in this sweep")
+
+# %% [markdown]
 # ## Peer strategies (same split, same models, same replay rule)
 
 # %%

@@ -184,15 +184,20 @@ class Tau2World:
 
     def score(self, tau2_task: Any, task: WorldTask, turns: Sequence[Turn],
               termination: Termination) -> Score:
-        """tau2's evaluators on the run, combined as tau2's ``all`` evaluation."""
-        if termination != "agent-stop":
-            return Score(False, 0.0, {"note": f"terminated by {termination}: tau2 scores 0"})
+        """tau2's evaluators on the run, combined as tau2's ``all`` evaluation.
+
+        A run cut off by the step limit or a model error earns 0 (tau2's rule for a run that
+        did not end by itself); its evaluator breakdown is still reported, so a reader sees
+        how far it got.
+        """
         crit = tau2_task.evaluation_criteria
         if crit is None:
-            return Score(True, 1.0, {"note": "no evaluation criteria"})
+            return Score(termination == "agent-stop", float(termination == "agent-stop"),
+                         {"note": "no evaluation criteria", "termination": termination})
         basis = {str(getattr(b, "value", b)) for b in crit.reward_basis}
         if "NL_ASSERTION" in basis:
-            return Score(None, None, {"note": "NL assertions need tau2's LLM judge"})
+            return Score(None, None, {"note": "NL assertions need tau2's LLM judge",
+                                      "termination": termination})
         ev_env = _tau2("tau2.evaluator.evaluator_env").EnvironmentEvaluator
         ev_act = _tau2("tau2.evaluator.evaluator_action").ActionEvaluator
         ev_com = _tau2("tau2.evaluator.evaluator_communicate").CommunicateEvaluator
@@ -214,7 +219,12 @@ class Tau2World:
             info = ev_com.calculate_reward(task=tau2_task, full_trajectory=traj)
             parts["COMMUNICATE"] = info.reward
             reward *= info.reward
-        return Score(reward >= 1.0 - 1e-6, reward, {"basis": sorted(basis), "breakdown": parts})
+        detail: dict[str, Any] = {"basis": sorted(basis), "breakdown": parts,
+                                  "termination": termination}
+        if termination != "agent-stop":
+            detail["note"] = f"ended by {termination}: tau2 scores 0"
+            reward = 0.0
+        return Score(reward >= 1.0 - 1e-6, reward, detail)
 
 
 def _num(task_id: str) -> tuple[int, str]:
