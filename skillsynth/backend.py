@@ -19,10 +19,10 @@ from typing import Literal
 
 from .cache import CallCache
 from .embed import Embedder
-from .errors import ConfigError
+from .errors import ConfigError, LLMError
 from .llm import LEMONADE_EMBED_MODEL, ChatClient, Endpoint
 
-__all__ = ["BACKENDS", "BackendName", "BackendSpec", "open_clients"]
+__all__ = ["BACKENDS", "BackendName", "BackendSpec", "open_clients", "open_user"]
 
 BackendName = Literal["local", "lemonade", "endpoints"]
 BACKENDS: tuple[BackendName, ...] = ("local", "lemonade", "endpoints")
@@ -93,3 +93,26 @@ def open_clients(spec: BackendSpec) -> Iterator[tuple[ChatClient, Embedder]]:
     finally:
         if cache is not None:
             cache.close()
+
+
+@contextlib.contextmanager
+def open_user(url: str | None, model: str | None, *, backend: str = "lemonade",
+              cache: str | None = None, timeout_s: float = 300.0
+              ) -> Iterator[ChatClient | None]:
+    """The simulated user's chat client on its own OpenAI-compatible endpoint, or None
+    (solo mode) when ``url`` is None; checked before any run."""
+    if url is None:
+        yield None
+        return
+    if not model:
+        raise LLMError("a user simulator endpoint needs a model id (--user-model)",
+                       base_url=url)
+    store = CallCache(Path(cache)) if cache else None
+    try:
+        with ChatClient(Endpoint(backend, url, model, timeout_s=timeout_s),  # type: ignore[arg-type]
+                        cache=store) as user:
+            user.ensure_ready()
+            yield user
+    finally:
+        if store is not None:
+            store.close()

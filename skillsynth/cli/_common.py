@@ -103,6 +103,28 @@ def clients(args: argparse.Namespace) -> Iterator[tuple[Any, Any]]:
         yield pair
 
 
+def user_options(p: argparse.ArgumentParser) -> None:
+    """The options of a simulated user on a second endpoint (default: solo, no user)."""
+    p.add_argument("--user-url", default=None, metavar="URL",
+                   help="a simulated user's OpenAI-compatible endpoint (e.g. Lemonade's "
+                   ".../api/v1); default solo mode: the task's facts are the first message")
+    p.add_argument("--user-model", default=None, help="the simulated user's model id")
+    p.add_argument("--user-backend", choices=("lemonade", "local"), default="lemonade",
+                   help="what serves the simulated user")
+
+
+@contextlib.contextmanager
+def user_client(args: argparse.Namespace) -> Iterator[Any]:
+    """The simulated user's chat client, or None (solo)."""
+    from ..backend import open_user
+    from ..serve import models_home
+
+    cache = None if args.no_cache else str(args.cache or models_home() / "cache.db")
+    with open_user(args.user_url, args.user_model, backend=args.user_backend, cache=cache,
+                   timeout_s=args.timeout) as user:
+        yield user
+
+
 def embed_model_id(args: argparse.Namespace) -> str:
     """The embedding model the chosen backend will use (its calibration applies)."""
     if args.backend == "local":

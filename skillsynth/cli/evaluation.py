@@ -18,6 +18,8 @@ from ._common import (
     num,
     print_json,
     thresholds_of,
+    user_client,
+    user_options,
 )
 
 __all__ = ["register"]
@@ -45,7 +47,7 @@ def _eval_point(args: argparse.Namespace) -> int:
                      step_limit=args.step_limit, family=args.family, world=world,
                      history=args.history, repeats=args.repeats,
                      temperature=args.temperature, policy=not args.no_policy, tasks=tasks)
-    with clients(args) as (chat, emb):
+    with clients(args) as (chat, emb), user_client(args) as user:
         if args.history == "live":
             from ..evaluation.live_history import live_history
             from ..worlds import get_world
@@ -57,7 +59,7 @@ def _eval_point(args: argparse.Namespace) -> int:
                                progress=True)
             print(f"live history: {rep.ran} run(s), {rep.already_present} kept, "
                   f"{rep.successes} succeeded; corpus {corpus}", file=sys.stderr)
-        res = run_point(cfg, chat, emb, args.out, progress=True)
+        res = run_point(cfg, chat, emb, args.out, progress=True, user=user)
     if args.json:
         print_json({k: v.as_dict() for k, v in res.kpis.items()})
     else:
@@ -197,6 +199,7 @@ def register(sub: Any) -> None:
     p.add_argument("--no-policy", action="store_true",
                    help="do not give the live agent the world's policy text")
     model_options(p)
+    user_options(p)
     p = command(sub, "calibrate", "measure same- vs different-family similarity on labelled "
                 "corpora and propose similarity_tau and recall_tau for an embedder", _calibrate)
     p.add_argument("corpora", nargs="+", metavar="CORPUS[::FAMILY]",

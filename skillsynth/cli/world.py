@@ -14,6 +14,8 @@ from ._common import (
     model_options,
     print_json,
     thresholds_of,
+    user_client,
+    user_options,
 )
 
 __all__ = ["register"]
@@ -51,6 +53,7 @@ def _world_prepare(args: argparse.Namespace) -> int:
 
 def _world_run(args: argparse.Namespace) -> int:
     from ..evaluation.agent import run_agent
+    from ..evaluation.user_sim import UserSimulator
     from ..recall import recall, skill_from_procedure
     from ..store import MemoryStore
     from ..worlds import get_world
@@ -58,7 +61,7 @@ def _world_run(args: argparse.Namespace) -> int:
     world = get_world(args.world)
     task = world.task(args.task_id)  # an unknown id fails before any model starts
     th = thresholds_of(args)
-    with clients(args) as (chat, emb):
+    with clients(args) as (chat, emb), user_client(args) as user:
         skills = []
         if args.recall_from:
             with MemoryStore.open(args.recall_from, read_only=True) as store:
@@ -66,12 +69,14 @@ def _world_run(args: argparse.Namespace) -> int:
                           for h in recall(store, emb, task.goal, th, touch=False)]
         run = run_agent(chat, world.start(task.task_id), tool_specs=world.tool_specs(),
                         policy="" if args.no_policy else world.policy(), recalled=skills,
-                        config=th, step_limit=args.step_limit, solo=True)
+                        config=th, step_limit=args.step_limit, solo=True,
+                        user=None if user is None else UserSimulator(user, task.instructions))
     if args.json:
         print_json({"world": world.name, "task_id": task.task_id,
                     "recalled": [s.name for s in skills], **run.as_dict()})
     else:
         print(f"{world.name} task {task.task_id}: {run.termination}, {run.steps} calls "
+              f"{f'({run.user_turns} user turns) ' if run.user_turns else ''}"
               f"({run.failed_calls} failed), {run.turns} turns, reward {run.reward} "
               f"(success {run.success}), tokens {run.prompt_tokens} prompt + "
               f"{run.completion_tokens} completion, {run.wall_s:.1f} s"
@@ -107,3 +112,4 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--no-policy", action="store_true",
                    help="do not give the agent the world's policy text")
     model_options(p)
+    user_options(p)

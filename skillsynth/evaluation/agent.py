@@ -27,6 +27,7 @@ from ..protocols import ChatModel
 from ..skill import Skill
 from ..store import now_iso
 from ..worlds import Episode, Termination, Turn, canonical_args
+from .user_sim import GREETING, UserSimulator
 
 __all__ = ["AGENT_PROMPT_VERSION", "AgentRun", "run_agent", "system_prompt"]
 
@@ -57,6 +58,7 @@ class AgentRun:
         content_calls: calls read from the answer's text rather than its ``tool_calls``.
         unoffered_text_calls: call-shaped JSON in a final answer naming a tool that was not
             offered (not executed: the run ended on that answer; counted so it is seen).
+        user_turns: messages the simulated user sent (0 in solo mode).
         error: the model error that ended the run, if one did.
         wall_s: seconds.
         answer: the agent's last text.
@@ -82,6 +84,7 @@ class AgentRun:
     transcript: tuple[Turn, ...] = ()
     score_detail: Mapping[str, Any] | None = None
     unoffered_text_calls: int = 0
+    user_turns: int = 0
 
     @property
     def tokens(self) -> int:
@@ -125,7 +128,8 @@ def _loaded(specs: Sequence[Mapping[str, Any]], recalled: Sequence[Skill]
 def run_agent(llm: ChatModel, episode: Episode, *, tool_specs: Sequence[Mapping[str, Any]],
               policy: str = "", recalled: Sequence[Skill] = (), config: Any,
               step_limit: int = 12, max_tokens: int = 256, temperature: float = 0.0,
-              seed: int = 0, solo: bool = False) -> AgentRun:
+              seed: int = 0, solo: bool = False, user: UserSimulator | None = None
+              ) -> AgentRun:
     """Run one arm of one task in ``episode`` and have the world score it.
 
     Args:
@@ -139,14 +143,25 @@ def run_agent(llm: ChatModel, episode: Episode, *, tool_specs: Sequence[Mapping[
         max_tokens: generation cap per turn.
         temperature, seed: sampling (seeded where the server honours it).
         solo: no user simulator: the system prompt says the user is away.
+        user: a simulated user: it opens the conversation and answers every message the
+            agent sends without a tool call, until it stops (``user-stop``) or runs out of
+            turns (``turn-limit``). Without one, the agent's first answer ends the run.
     """
     t0 = time.perf_counter()
     specs = _loaded(tool_specs, recalled)
     offered = [s["function"]["name"] for s in specs]
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": system_prompt(policy, recalled, config, solo=solo)},
-        {"role": "user", "content": episode.task.prompt}]
     transcript: list[Turn] = []
+    opening = episode.task.prompt
+    if user is not None:
+        try:
+            opening, _ = user.reply(GREETING)
+        except LLMError as exc:
+            return _failed(exc, t0)
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": system_prompt(policy, recalled, config,
+                                                    solo=solo and user is None)},
+        *([{"role": "assistant", "content": GREETING}] if user is not None else []),
+        {"role": "user", "content": opening}]
     made: list[tuple[str, str]] = []
     failed = turns = hits = from_text = p_tok = c_tok = unoffered = 0
     termination: Termination = "step-limit"
@@ -167,10 +182,26 @@ def run_agent(llm: ChatModel, episode: Episode, *, tool_specs: Sequence[Mapping[
             calls = tool_calls_in_content(r.content, offered)
             from_text += len(calls)
         if not calls:
-            unoffered = len(tool_calls_in_content(r.content, None))
-            answer, termination = (r.content or "").strip(), "agent-stop"
+            unoffered += len(tool_calls_in_content(r.content, None))
+            answer = (r.content or "").strip()
             transcript.append(Turn("answer", content=answer, timestamp=now_iso()))
-            break
+            if user is None:
+                termination = "agent-stop"
+                break
+            if user.exhausted:
+                termination = "turn-limit"
+                break
+            try:
+                said, stop = user.reply(answer)
+            except LLMError as exc:
+                error, termination = f"user {type(exc).__name__}: {exc}", "model-error"
+                break
+            if stop:
+                termination = "user-stop"
+                break
+            messages += [{"role": "assistant", "content": answer},
+                         {"role": "user", "content": said}]
+            continue
         if r.content and calls is r.tool_calls:
             transcript.append(Turn("answer", content=r.content.strip(), timestamp=now_iso()))
         messages.append({"role": "assistant", "content": "" if calls is not r.tool_calls
@@ -192,7 +223,13 @@ def run_agent(llm: ChatModel, episode: Episode, *, tool_specs: Sequence[Mapping[
     return AgentRun(len(made), tuple(made), failed, turns, termination, score.success,
                     score.reward, p_tok, c_tok, turns - hits, hits, from_text, error,
                     round(time.perf_counter() - t0, 3), answer, tuple(transcript),
-                    dict(score.detail), unoffered)
+                    dict(score.detail), unoffered, user.turns if user is not None else 0)
+
+
+def _failed(exc: LLMError, t0: float) -> AgentRun:
+    """A run the simulated user could not open (no step taken, nothing to score)."""
+    return AgentRun(0, (), 0, 0, "model-error", None, None, 0, 0, 0, 0, 0,
+                    f"user {type(exc).__name__}: {exc}", round(time.perf_counter() - t0, 3))
 
 
 def _as_mapping(args: Any) -> dict[str, Any]:

@@ -55,6 +55,7 @@ from .split import (
     load_split,
     procedure_families,
 )
+from .user_sim import UserSimulator
 
 __all__ = ["SUMMARY", "EvalConfig", "HistorySource", "PointResult", "check_floors", "run_point"]
 
@@ -260,16 +261,21 @@ def _hits_of(embedder: Embeds) -> int:
 
 
 def run_point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out_dir: str | Path, *,
-              progress: bool = False) -> PointResult:
+              progress: bool = False, user: ChatModel | None = None) -> PointResult:
     """Run the protocol once and write the point's files (see the module docstring).
 
-    A folder left by a killed run (no ``summary.json``) is cleaned and redone.
+    A folder left by a killed run (no ``summary.json``) is cleaned and redone. ``user``: a
+    chat model that plays each live probe's user (a tau2 world's user simulator; default
+    solo mode, no user).
 
     Raises:
         SkillsynthError: ``out_dir`` already holds a finished point, or the corpus has no
             probes (no task with more than ``k`` attempts).
     """
     out = Path(out_dir)
+    if user is not None and (not cfg.live or cfg.world == "replay"):
+        raise SkillsynthError("a user simulator needs live probes in a world with a user side "
+                              f"({', '.join(WORLDS)})")
     if (out / SUMMARY).exists():
         raise SkillsynthError(f"{out / SUMMARY} exists: this point is done; use a new folder")
     out.mkdir(parents=True, exist_ok=True)
@@ -309,7 +315,9 @@ def run_point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out_dir: str | 
             world, task_of, live_info = _live_world(cfg, store, recorded, probe_calls, labels,
                                                     goals, split)
             rows += _live_rows(cfg, llm, world, task_of, rows, recaller, th,
-                               out / "runs.jsonl", progress)
+                               out / "runs.jsonl", progress, user)
+            live_info["user_model"] = None if user is None else getattr(
+                getattr(user, "endpoint", None), "model", "user simulator")
         floors = check_floors(store, strategy, llm, embedder, th, cfg.mode, floor_goal,
                               lambda: strategy.recaller(store, queries, th))
     floors["recall-threshold-and-state"] = recall_floor_ok if any(
@@ -500,7 +508,8 @@ def _live_world(cfg: EvalConfig, store: MemoryStore, recorded: Sequence[ToolCall
 
 def _live_rows(cfg: EvalConfig, llm: ChatModel, world: World, task_of: Mapping[str, str],
                replay: Sequence[ProbeResult], recaller: Recaller, th: Thresholds,
-               runs_file: Path, progress: bool) -> list[ProbeResult]:
+               runs_file: Path, progress: bool, user: ChatModel | None = None
+               ) -> list[ProbeResult]:
     """Both arms of every probe under the live agent, ``repeats`` runs each.
 
     One row per probe, arm and repeat (``steps_method`` live); every run's full record
@@ -519,10 +528,11 @@ def _live_rows(cfg: EvalConfig, llm: ChatModel, world: World, task_of: Mapping[s
                 kw: dict[str, Any] = {"tool_specs": specs, "policy": policy, "config": th,
                                       "step_limit": cfg.step_limit, "temperature": temp,
                                       "seed": rep, "solo": solo}
-                base = run_agent(llm, world.start(task_id), **kw)
+                base = run_agent(llm, world.start(task_id),
+                                 user=_user(user, world, task_id, rep), **kw)
                 # nothing recalled: the memory arm's inputs are the no-memory arm's, so is its run
-                mem = run_agent(llm, world.start(task_id), recalled=skills, **kw) \
-                    if skills else base
+                mem = run_agent(llm, world.start(task_id), recalled=skills,
+                                user=_user(user, world, task_id, rep), **kw) if skills else base
                 for arm, run, block in (("no-memory", base, ""),
                                         ("memory", mem, inject(skills, th) if skills else "")):
                     fh.write(json.dumps({"probe_session": r.probe_session, "task_id": task_id,
@@ -532,6 +542,13 @@ def _live_rows(cfg: EvalConfig, llm: ChatModel, world: World, task_of: Mapping[s
                                         default=str) + "\n")
                     out.append(_live_row(r, arm, run, block, rep, world.name))
     return out
+
+
+def _user(user: ChatModel | None, world: World, task_id: str, rep: int
+          ) -> UserSimulator | None:
+    """A fresh simulated user for one run (None in solo mode)."""
+    return None if user is None else UserSimulator(user, world.task(task_id).instructions,
+                                                   seed=rep)
 
 
 def _live_row(r: ProbeResult, arm: str, run: AgentRun, block: str, rep: int,

@@ -64,7 +64,7 @@ GRID_KEYS = ("strategy", "similarity_tau", "min_occurrences", "max_recall_body_c
 _SPEC_KEYS = {"name", "description", "corpus", "backend", "mode", "k", "seed", "n_boot",
               "workers", "base", "grid", "points", "live", "step_limit", "family",
               "point_timeout_s", "world", "history", "repeats", "temperature", "policy",
-              "tasks"}
+              "tasks", "user"}
 #: Keys that change how a run executes, not what it measures: a resumed run may differ in them.
 _RUN_ONLY_KEYS = ("workers", "point_timeout_s")
 
@@ -117,6 +117,7 @@ class SweepSpec:
     temperature: float = 0.7
     policy: bool = True
     tasks: tuple[str, ...] | None = None
+    user: Mapping[str, Any] | None = None
     calibration: Mapping[str, float] = field(default_factory=dict)
     point_timeout_s: float | None = 3600.0
     description: str = ""
@@ -170,6 +171,7 @@ class SweepSpec:
                    policy=bool(data.get("policy", True)),
                    tasks=None if data.get("tasks") is None else tuple(
                        str(t) for t in data["tasks"]),
+                   user=data.get("user"),
                    point_timeout_s=_seconds_or_none(data.get("point_timeout_s", 3600.0),
                                                     "point_timeout_s", p),
                    description=str(data.get("description", "")), source=str(p))
@@ -222,6 +224,10 @@ class SweepSpec:
                               key="corpus.live", source=src)
         if self.repeats < 1:
             raise ConfigError("repeats must be >= 1", key="repeats", source=src)
+        if self.user is not None and (not isinstance(self.user, Mapping) or not {
+                "base_url", "model"} <= set(self.user) or self.world == "replay"):
+            raise ConfigError("user needs {base_url, model[, backend]} and a tau2 world",
+                              key="user", source=src)
         imp = self.corpus.get("import")
         if "import" in kinds and (not isinstance(imp, Mapping) or "format" not in imp
                                   or not isinstance(imp.get("files"), list)):
@@ -444,6 +450,7 @@ def _execute_point(point: Point, spec: SweepSpec, corpus: Path, backend: Backend
               "world": spec.world, "history": spec.history, "repeats": spec.repeats,
               "temperature": spec.temperature, "policy": spec.policy,
               "tasks": None if spec.tasks is None else list(spec.tasks),
+              "user": None if spec.user is None else dict(spec.user),
               "backend": asdict(backend), "out_dir": str(point_dir)}
     execute_notebook(notebook, point_dir / "point.ipynb", params, cwd=point_dir,
                      timeout_s=spec.point_timeout_s)

@@ -38,6 +38,7 @@ repeats = 1                    # live runs per arm per probe
 temperature = 0.7              # sampling temperature of repeated live runs
 policy = True                  # give the live agent the world's policy text
 tasks = None                   # only probes of these task ids run live (None: all)
+user = None                    # a simulated user's endpoint {base_url, model, backend} (None: solo)
 backend = {"backend": "local"} # skillsynth.backend.BackendSpec fields
 out_dir = "eval/results/example/points/manual"
 
@@ -45,7 +46,7 @@ out_dir = "eval/results/example/points/manual"
 # %%
 import pandas as pd
 
-from skillsynth.backend import BackendSpec, open_clients
+from skillsynth.backend import BackendSpec, open_clients, open_user
 from skillsynth.config import Thresholds
 from skillsynth.evaluation import EvalConfig, run_point
 
@@ -54,8 +55,11 @@ cfg = EvalConfig(corpus, strategy=strategy, thresholds=Thresholds().merge(thresh
                  family=family, world=world, history=history, repeats=repeats,
                  temperature=temperature, policy=policy,
                  tasks=None if tasks is None else tuple(tasks))
-with open_clients(BackendSpec(**backend)) as (llm, embedder):
-    result = run_point(cfg, llm, embedder, out_dir)
+u = user or {}
+with open_clients(BackendSpec(**backend)) as (llm, embedder), \
+        open_user(u.get("base_url"), u.get("model"), backend=u.get("backend", "lemonade"),
+                  cache=backend.get("cache")) as user_llm:
+    result = run_point(cfg, llm, embedder, out_dir, user=user_llm)
 result.summary["split"]
 
 # %%

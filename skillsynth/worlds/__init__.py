@@ -7,11 +7,11 @@ name). See :mod:`.base` for the contract.
 
 from __future__ import annotations
 
-from .base import CallOutcome, Episode, Score, Termination, Turn, World, WorldTask
+from .base import FINISHED, CallOutcome, Episode, Score, Termination, Turn, World, WorldTask
 from .replay import ReplayWorld, canonical_args, judge_success
 from .tau2 import DOMAINS, INSTALL, TAU2_VERSION, WORLD_DEPS, Tau2World, prepare_tau2
 
-__all__ = ["DOMAINS", "INSTALL", "TAU2_VERSION", "WORLDS", "WORLD_DEPS", "CallOutcome", "Episode",
+__all__ = ["DOMAINS", "FINISHED", "INSTALL", "TAU2_VERSION", "WORLDS", "WORLD_DEPS", "CallOutcome", "Episode",
            "ReplayWorld", "Score", "Tau2World", "Termination", "Turn", "World", "WorldTask",
            "canonical_args", "get_world", "judge_success", "prepare_tau2"]
 

@@ -12,11 +12,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-__all__ = ["CallOutcome", "Episode", "Score", "Termination", "Turn", "World", "WorldTask"]
+__all__ = ["FINISHED", "CallOutcome", "Episode", "Score", "Termination", "Turn", "World",
+           "WorldTask"]
 
-#: How a run ended: the model answered without a call, the step limit cut it off, or a
-#: model error stopped it.
-Termination = Literal["agent-stop", "step-limit", "model-error"]
+#: How a run ended: the model answered without a call (solo) or the simulated user ended
+#: the conversation; or the step limit, the user-turn limit or a model error cut it off.
+Termination = Literal["agent-stop", "user-stop", "step-limit", "turn-limit", "model-error"]
+#: The endings a world scores as finished runs (tau2's AGENT_STOP and USER_STOP).
+FINISHED: tuple[Termination, ...] = ("agent-stop", "user-stop")
 
 
 @dataclass(frozen=True)
@@ -30,12 +33,15 @@ class WorldTask:
         prompt: what the agent is told in solo mode (the goal with the facts the user
             knows); the first user turn of a live run.
         family: the task family for scoring (the task id unless the world groups tasks).
+        instructions: everything the user knows and wants, for a user simulator ("" when
+            the world has no user side).
     """
 
     task_id: str
     goal: str
     prompt: str
     family: str
+    instructions: str = ""
 
 
 @dataclass(frozen=True)

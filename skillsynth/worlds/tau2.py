@@ -10,9 +10,11 @@ reward basis; a run that did not end by the agent stopping earns 0). That functi
 is not called because its module imports tau2's LLM stack (litellm), which the worlds do
 not need. Tasks whose basis needs an LLM judge (``NL_ASSERTION``) are scored None.
 
-Solo mode: no user simulator. The agent's first user turn is the task's reason for the
-call and the facts the user knows; the system prompt says the user is away and has
-confirmed in advance what their message asks for.
+Solo mode (the default): no user simulator. The agent's first user turn is the task's
+reason for the call and the facts the user knows; the system prompt says the user is away
+and has confirmed in advance what their message asks for. With a user simulator
+(:mod:`skillsynth.evaluation.user_sim`) the simulator gets the task's whole user scenario
+(``WorldTask.instructions``) and talks to the agent as tau2's user does.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from functools import cached_property
 from typing import Any
 
 from ..errors import WorldError
-from .base import CallOutcome, Score, Termination, Turn, WorldTask
+from .base import FINISHED, CallOutcome, Score, Termination, Turn, WorldTask
 
 __all__ = ["DOMAINS", "INSTALL", "TAU2_VERSION", "WORLD_DEPS", "Tau2World", "prepare_tau2"]
 
@@ -162,7 +164,9 @@ class Tau2World:
         reason = ins.reason_for_call if not isinstance(ins, str) else ins
         known = getattr(ins, "known_info", None)
         prompt = reason.strip() + (f"\n\n{known.strip()}" if known else "")
-        return WorldTask(str(t.id), reason.strip(), prompt, str(t.id))
+        persona = getattr(t.user_scenario, "persona", None)
+        instructions = (f"Persona: {persona}\n\n" if persona else "") + str(ins)
+        return WorldTask(str(t.id), reason.strip(), prompt, str(t.id), instructions)
 
     def start(self, task_id: str) -> Tau2Episode:
         t = self._raw(task_id)
@@ -192,7 +196,7 @@ class Tau2World:
         """
         crit = tau2_task.evaluation_criteria
         if crit is None:
-            return Score(termination == "agent-stop", float(termination == "agent-stop"),
+            return Score(termination in FINISHED, float(termination in FINISHED),
                          {"note": "no evaluation criteria", "termination": termination})
         basis = {str(getattr(b, "value", b)) for b in crit.reward_basis}
         if "NL_ASSERTION" in basis:
@@ -221,7 +225,7 @@ class Tau2World:
             reward *= info.reward
         detail: dict[str, Any] = {"basis": sorted(basis), "breakdown": parts,
                                   "termination": termination}
-        if termination != "agent-stop":
+        if termination not in FINISHED:
             detail["note"] = f"ended by {termination}: tau2 scores 0"
             reward = 0.0
         return Score(reward >= 1.0 - 1e-6, reward, detail)
