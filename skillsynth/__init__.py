@@ -29,7 +29,7 @@ from .errors import (
     SkillValidationError,
     StoreError,
 )
-from .skill import PROFILES, Skill, strip_wrappers, validate_dir, validate_skill
+from .pipeline.skill import PROFILES, Skill, strip_wrappers, validate_dir, validate_skill
 from .store import MemoryStore, Procedure, ToolCall, Turn
 
 try:

@@ -11,13 +11,13 @@ from typing import Any
 
 import numpy as np
 
-from .cache import CallCache
 from .config import Thresholds
-from .distill import DistillMode
-from .embed import Embedder
-from .llm import ChatClient
+from .models.cache import CallCache
+from .models.embed import Embedder
+from .models.llm import ChatClient
+from .models.serve import LocalServers
+from .pipeline.distill import DistillMode
 from .protocols import ChatModel, Embeds
-from .serve import LocalServers
 
 __all__ = ["bench_distill", "bench_models", "bench_pipeline", "bench_tuning", "bench_worlds"]
 
@@ -115,10 +115,10 @@ def bench_pipeline(sizes: tuple[int, ...] = (1_000, 10_000, 100_000),
     ``dim`` dimensions). Methods too slow for a size are reported as skipped with the reason
     (gaia-greedy is O(n * seeds) in Python; hdbscan's cost grows superlinearly).
     """
-    from .cluster import cluster_by_goal
     from .config import Thresholds
-    from .detect import extract_sequences
-    from .recall import ProcedureIndex
+    from .pipeline.cluster import cluster_by_goal
+    from .pipeline.detect import extract_sequences
+    from .pipeline.recall import ProcedureIndex
     from .store import MemoryStore, Procedure, encode_embedding
 
     rng = np.random.default_rng(seed)
@@ -177,7 +177,7 @@ def bench_tuning(embedder: Any, llm: ChatModel, *, sessions: int = 10_000, repea
     """
     from .config import Thresholds
     from .corpora.synthetic import generate_corpus
-    from .tuning import TuningSession
+    from .evaluation.tuning import TuningSession
 
     attempts = max(2, sessions // 8)
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
@@ -226,7 +226,7 @@ def _answer_name(raw: str | None, mode: str) -> str | None:
 
 
 def _kebab(name: str | None) -> bool:
-    from .skill import MAX_NAME_CHARS, NAME_RE
+    from .pipeline.skill import MAX_NAME_CHARS, NAME_RE
 
     return name is not None and bool(NAME_RE.match(name)) and len(name) <= MAX_NAME_CHARS
 
@@ -246,11 +246,11 @@ def bench_distill(corpora: dict[str, str], llm: ChatModel, embedder: Embeds,
     (``points_home``: own > best other). Seconds and completion tokens per uncached call.
     ``log`` (a callable taking a line) hears of each corpus as it starts.
     """
-    from .cluster import cluster_by_goal
-    from .detect import extract_sequences
-    from .distill import distill
     from .errors import MalformedSkill, UngroundedSkill
     from .evaluation.split import build_history, load_split
+    from .pipeline.cluster import cluster_by_goal
+    from .pipeline.detect import extract_sequences
+    from .pipeline.distill import distill
     from .store import MemoryStore
 
     out: dict[str, Any] = {"model": getattr(getattr(llm, "endpoint", None), "model", None),
@@ -338,18 +338,19 @@ def _pct(xs: list[float], q: float) -> float:
 
 def bench_worlds(worlds: list[str], *, llm: ChatModel | None = None, live_tasks: int = 2,
                  step_limit: int = 8, config: Thresholds | None = None,
-                 policy: bool = True) -> dict[str, Any]:
+                 policy: bool = True, max_tasks: int | None = None) -> dict[str, Any]:
     """Tool-call overhead per world, and seconds per live run per arm with a chat model.
 
     Overhead: every task's ground-truth calls executed on fresh episodes (median and p99 in
     ms over n calls), and the cost of a fresh episode and of tau2's scoring. Live runs (with
     ``llm``): the first ``live_tasks`` tasks, each in both arms: no memory, and a memory
     arm given one procedure naming the task's ground-truth tools (a stand-in for a recalled
-    skill: it times the longer prompt, it is not recall).
+    skill: it times the longer prompt, it is not recall). ``max_tasks`` bounds the tasks
+    whose calls are timed (default every task).
     """
     from .evaluation.agent import run_agent
-    from .skill import Skill
-    from .worlds import get_world
+    from .evaluation.worlds import get_world
+    from .pipeline.skill import Skill
 
     out: dict[str, Any] = {}
     for name in worlds:
@@ -357,7 +358,7 @@ def bench_worlds(worlds: list[str], *, llm: ChatModel | None = None, live_tasks:
         call_ms: list[float] = []
         start_ms: list[float] = []
         score_ms: list[float] = []
-        for task in world.tasks():
+        for task in list(world.tasks())[:max_tasks]:
             t0 = time.perf_counter()
             ep = world.start(task.task_id)
             start_ms.append((time.perf_counter() - t0) * 1000)
@@ -366,7 +367,7 @@ def bench_worlds(worlds: list[str], *, llm: ChatModel | None = None, live_tasks:
                 t0 = time.perf_counter()
                 ep.execute(a.name, dict(a.arguments))
                 call_ms.append((time.perf_counter() - t0) * 1000)
-        for task in world.tasks()[:10]:
+        for task in list(world.tasks())[:min(10, max_tasks or 10)]:
             ep = world.start(task.task_id)
             t0 = time.perf_counter()
             ep.score([], "agent-stop")
@@ -377,7 +378,7 @@ def bench_worlds(worlds: list[str], *, llm: ChatModel | None = None, live_tasks:
             "score_ms": {"median": _pct(score_ms, 50), "n": len(score_ms)}}
         if llm is not None:
             runs: dict[str, list[dict[str, Any]]] = {"no-memory": [], "memory": []}
-            for task in world.tasks()[:live_tasks]:
+            for task in list(world.tasks())[:live_tasks]:
                 raw = world._raw(task.task_id)  # type: ignore[attr-defined]
                 tools = tuple(dict.fromkeys(a.name for a in raw.evaluation_criteria.actions
                                             or []))

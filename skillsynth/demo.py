@@ -4,7 +4,7 @@
 the same task, turns a hand-written intermediate skill into a canonical one, writes it
 under both profiles, validates each file under both validators (showing where #691 and
 skills-ref disagree), stores it as a procedure and reports what it did. It calls no
-model; the model-backed pipeline is ``skillsynth.synthesize`` (later issues).
+model; the model-backed pipeline is ``skillsynth.pipeline.synthesize`` (later issues).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import SkillsynthError
-from .skill import PROFILES, Profile, Skill, validate_dir
-from .store import MemoryStore, Procedure
+from .errors import SkillError, StoreError
+from .pipeline.skill import PROFILES, Profile, Skill, validate_dir
+from .store import MemoryStore, Procedure, StoreInfo
 
 __all__ = ["DemoReport", "demo"]
 
@@ -55,20 +55,20 @@ class DemoReport:
     skill_dirs: dict[Profile, Path]
     validity: dict[tuple[Profile, Profile], list[str]]
     procedure_id: str
-    info: dict[str, object]
+    info: StoreInfo
 
 
 def demo(out_dir: str | Path, *, overwrite: bool = False) -> DemoReport:
     """Build the demo database and skill files under ``out_dir``.
 
     Raises:
-        SkillsynthError: when ``out_dir`` already holds a demo and ``overwrite`` is false.
+        StoreError: when ``out_dir`` already holds a demo and ``overwrite`` is false.
     """
     out = Path(out_dir)
     db_path = out / "memory.db"
     if db_path.exists():
         if not overwrite:
-            raise SkillsynthError(f"{db_path} exists; choose another folder or pass --overwrite")
+            raise StoreError(f"{db_path} exists; choose another folder or pass --overwrite")
         for suffix in ("", "-wal", "-shm"):
             Path(str(db_path) + suffix).unlink(missing_ok=True)
     out.mkdir(parents=True, exist_ok=True)
@@ -95,6 +95,6 @@ def demo(out_dir: str | Path, *, overwrite: bool = False) -> DemoReport:
                 for written, d in dirs.items() for checked in PROFILES}
     for p, d in dirs.items():
         if Skill.read(d, p) != skill:
-            raise SkillsynthError(f"round trip of {d} under {p} changed the skill")
+            raise SkillError(f"round trip of {d} under {p} changed the skill")
     return DemoReport(db_path=db_path, skill_dirs=dirs, validity=validity,
                       procedure_id=proc.id, info=info)

@@ -13,14 +13,17 @@ through untranslated (it is chained with ``raise ... from exc``)::
     │   ├── MalformedSkill       LLM / intermediate output that is not a valid skill
     │   │   └── UngroundedSkill  a skill naming a tool its runs never called
     │   └── SkillValidationError a file on disk fails a validator profile
-    ├── CorpusFormatError        a corpus record is broken (names file, record, field)
+    ├── PipelineError            a stage was handed input it cannot use
+    ├── CorpusError              a corpus cannot be built or read as asked
+    │   └── CorpusFormatError    a corpus record is broken (names file, record, field)
     ├── LLMError                 model traffic
     │   ├── LLMUnavailable       server unreachable or 5xx after bounded retries
     │   ├── ModelNotFound        the configured model is not served (says how to get it)
     │   └── MalformedResponse    the server answered something we cannot parse
     ├── EmbedderError            embeddings could not be produced or would be mixed
     ├── PrepareError             a step of ``skillsynth models prepare`` failed (names it)
-    └── WorldError               a tool world is unknown, not installed, or has no such task
+    └── EvaluationError          an evaluation cannot run as asked (no probe, a finished point)
+        └── WorldError           a tool world is unknown, not installed, or has no such task
 
 Messages say what happened and what to do next.
 """
@@ -29,13 +32,16 @@ from __future__ import annotations
 
 __all__ = [
     "ConfigError",
+    "CorpusError",
     "CorpusFormatError",
     "EmbedderError",
+    "EvaluationError",
     "LLMError",
     "LLMUnavailable",
     "MalformedResponse",
     "MalformedSkill",
     "ModelNotFound",
+    "PipelineError",
     "PrepareError",
     "ReadOnlyStoreError",
     "SchemaError",
@@ -124,7 +130,15 @@ class SkillValidationError(SkillError):
         super().__init__(f"{path}: invalid under profile {profile}: {joined}")
 
 
-class CorpusFormatError(SkillsynthError, ValueError):
+class PipelineError(SkillsynthError):
+    """A pipeline stage was handed input it cannot use (a goal-less sequence, no embedder)."""
+
+
+class CorpusError(SkillsynthError):
+    """A corpus cannot be built or read as asked (a path taken, a generator setting)."""
+
+
+class CorpusFormatError(CorpusError, ValueError):
     """A corpus record cannot be imported.
 
     Attributes:
@@ -179,5 +193,9 @@ class PrepareError(SkillsynthError):
     """A step of ``skillsynth models prepare`` failed; the message names the step or part."""
 
 
-class WorldError(SkillsynthError):
+class EvaluationError(SkillsynthError):
+    """An evaluation cannot run as asked: no probe, a finished point, an unknown strategy."""
+
+
+class WorldError(EvaluationError):
     """A tool world is unknown, its package is not installed, or it has no such task."""

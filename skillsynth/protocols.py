@@ -1,7 +1,7 @@
 """The model contracts every stage is written against, in one place.
 
-:class:`ChatModel` is what :class:`~skillsynth.llm.ChatClient` offers and what the stages
-use of it; :class:`Embeds` is what :class:`~skillsynth.embed.Embedder` offers. Unit tests
+:class:`ChatModel` is what :class:`~skillsynth.models.llm.ChatClient` offers and what the stages
+use of it; :class:`Embeds` is what :class:`~skillsynth.models.embed.Embedder` offers. Unit tests
 hand in fakes (named as fakes) that satisfy the same protocols; nothing checks for
 attributes at run time.
 """
@@ -20,7 +20,7 @@ Kind = Literal["query", "document"]
 
 
 class ChatAnswer(Protocol):
-    """One completion as the stages read it (:class:`~skillsynth.llm.ChatResult`)."""
+    """One completion as the stages read it (:class:`~skillsynth.models.llm.ChatResult`)."""
 
     @property
     def content(self) -> str | None: ...
@@ -60,7 +60,7 @@ class ChatModel(Protocol):
 
 
 class Embeds(Protocol):
-    """What the stages need of an embedder (an :class:`~skillsynth.embed.Embedder`)."""
+    """What the stages need of an embedder (an :class:`~skillsynth.models.embed.Embedder`)."""
 
     def embed(self, texts: Sequence[str], *, kind: Kind = ...,
               progress: bool = ...) -> np.ndarray: ...

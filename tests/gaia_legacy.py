@@ -12,8 +12,8 @@ import sqlite3
 import struct
 from pathlib import Path
 
-from skillsynth import _schema
-from skillsynth.store import _split_sql
+from skillsynth.store import schema as _schema
+from skillsynth.store.rows import _split_sql
 
 
 def _v1_sql() -> list[str]:

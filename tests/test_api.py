@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+from pathlib import Path
 
 import skillsynth
 
@@ -15,7 +16,8 @@ MODULES = [m.name.removeprefix("skillsynth.")
 
 
 def test_every_public_module_has_an_honest_all():
-    assert {"cli", "cli.models", "evaluation.sweep", "corpora.tau2", "chat_models"} <= set(MODULES)
+    assert {"cli", "cli.models", "evaluation.sweep", "corpora.tau2", "models.chat_models",
+            "pipeline.synthesize", "store.memory", "evaluation.worlds.tau2"} <= set(MODULES)
     for name in MODULES:
         mod = importlib.import_module(f"skillsynth.{name}")
         exported = set(getattr(mod, "__all__", ()))
@@ -32,3 +34,50 @@ def test_every_public_module_has_an_honest_all():
 def test_package_all_resolves():
     for n in skillsynth.__all__:
         assert hasattr(skillsynth, n), n
+
+
+def _imports(path):
+    """The skillsynth modules a source file imports (relative imports resolved)."""
+    import ast
+
+    rel = path.relative_to(PKG.parent).with_suffix("")
+    pkg = list(rel.parts[:-1])  # the package a relative import starts from
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = pkg[:len(pkg) - node.level + 1]
+                name = ".".join(base + ([node.module] if node.module else []))
+            else:
+                name = node.module or ""
+            if name.startswith("skillsynth"):
+                out.add(name)
+                out |= {f"{name}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.startswith("skillsynth")}
+    return out
+
+
+PKG = Path(skillsynth.__file__).resolve().parent
+
+
+def test_layers_import_only_downwards():
+    from skillsynth.pipeline import STAGES
+
+    upper = ("skillsynth.evaluation", "skillsynth.cli", "skillsynth.corpora",
+             "skillsynth.bench", "skillsynth.demo")
+    for layer in ("store", "models", "pipeline"):
+        for f in sorted((PKG / layer).glob("*.py")):
+            bad = {m for m in _imports(f) if m.startswith(upper)}
+            assert not bad, f"{f.relative_to(PKG)} imports {bad}"
+    for i, stage in enumerate(STAGES):
+        later = {f"skillsynth.pipeline.{s}" for s in STAGES[i + 1:]}
+        bad = _imports(PKG / "pipeline" / f"{stage}.py") & later
+        assert not bad, f"stage {stage} imports a later stage: {bad}"
+    assert set(STAGES) == {f.stem for f in (PKG / "pipeline").glob("*.py")} - {"__init__"}
+
+
+def test_no_module_is_over_600_lines():
+    sizes = {str(f.relative_to(PKG)): len(f.read_text(encoding="utf-8").splitlines())
+             for f in PKG.rglob("*.py")}
+    assert {f: n for f, n in sizes.items() if n > 600} == {}

@@ -7,8 +7,8 @@ import json
 from fakes import LEMONADE_RECORDED as REC
 from fakes import FakeServer
 
-from skillsynth.cache import CallCache, cache_key
-from skillsynth.llm import ChatClient, Endpoint
+from skillsynth.models.cache import CallCache, cache_key
+from skillsynth.models.llm import ChatClient, Endpoint
 
 
 def test_key_covers_what_changes_the_answer():

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from fakes import FakeDistiller, FakeFamilyEmbedder
 
-from skillsynth.calibrate import Calibration, CalibrationCorpus, calibrate, tau_table
 from skillsynth.corpora.synthetic import generate_corpus
 from skillsynth.errors import ConfigError
+from skillsynth.evaluation.calibrate import Calibration, CalibrationCorpus, calibrate, tau_table
 
 
 @pytest.fixture(scope="module")

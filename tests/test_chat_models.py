@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from skillsynth import chat_models
-from skillsynth.chat_models import (
+from skillsynth.errors import ConfigError, ModelNotFound, PrepareError
+from skillsynth.models import chat_models
+from skillsynth.models.chat_models import (
     DEFAULT_CHAT_MODEL,
     ChatModelSpec,
     Part,
@@ -22,7 +23,6 @@ from skillsynth.chat_models import (
     chat_model_names,
     locate_chat_model,
 )
-from skillsynth.errors import ConfigError, ModelNotFound, PrepareError
 
 
 def _sha(b: bytes) -> str:

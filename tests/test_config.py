@@ -140,7 +140,7 @@ def test_a_users_tau_wins_with_a_warning_naming_both_values(calibrated, tmp_path
 
 def test_the_shipped_calibration_of_the_embedded_embedder_has_provenance():
     from skillsynth.config import calibrated_defaults
-    from skillsynth.serve import EMBED_MODEL_ID
+    from skillsynth.models.serve import EMBED_MODEL_ID
 
     cal = calibrated_defaults(EMBED_MODEL_ID)
     assert cal is not None, "data/calibration/<embedded embedder>.json is missing"

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from skillsynth.cluster import cluster_by_goal, normalise_goal
 from skillsynth.config import Thresholds
-from skillsynth.detect import Watermark, extract_sequences
 from skillsynth.errors import EmbedderError, SkillsynthError
+from skillsynth.pipeline.cluster import cluster_by_goal, normalise_goal
+from skillsynth.pipeline.detect import Watermark, extract_sequences
 
 CFG = Thresholds()
 
@@ -104,7 +104,7 @@ def test_agglomerative_respects_tau_and_linkage():
     a, b, c = _vec(1, 0, 0), _vec(np.cos(ang_b), np.sin(ang_b), 0), \
         _vec(np.cos(ang_c), np.sin(ang_c), 0)
     assert float(b @ c) == pytest.approx(0.9, abs=1e-3)
-    from skillsynth.detect import SessionSequence
+    from skillsynth.pipeline.detect import SessionSequence
 
     seqs = [SessionSequence(s, f"goal {s}", (), ()) for s in "abc"]
     vecs = np.vstack([a, b, c])
@@ -118,7 +118,7 @@ def test_agglomerative_respects_tau_and_linkage():
 
 
 def test_gaia_greedy_uses_sorted_goal_text_seeds():
-    from skillsynth.detect import SessionSequence
+    from skillsynth.pipeline.detect import SessionSequence
 
     seqs = [SessionSequence("z", "Zebra task", (), ()), SessionSequence("a", "alpha task", (), ())]
     vecs = np.vstack([_vec(1, 0.3), _vec(1, 0)])
@@ -129,7 +129,7 @@ def test_gaia_greedy_uses_sorted_goal_text_seeds():
 
 
 def test_bad_inputs_are_loud(store):
-    from skillsynth.detect import SessionSequence
+    from skillsynth.pipeline.detect import SessionSequence
 
     seqs = [SessionSequence("a", "g", (), ())]
     with pytest.raises(EmbedderError, match="normalised"):
@@ -143,7 +143,7 @@ def test_bad_inputs_are_loud(store):
 
 
 def test_ivf_graph_finds_the_same_components_on_separated_families():
-    from skillsynth.cluster import _components
+    from skillsynth.pipeline.cluster import _components
 
     rng = np.random.default_rng(3)
     centers = rng.standard_normal((40, 32)).astype(np.float32)

@@ -6,6 +6,7 @@ import json
 import sqlite3
 from pathlib import Path
 
+import numpy as np
 import pytest
 from fakes import (
     FakeAgentAnswer,
@@ -15,7 +16,6 @@ from fakes import (
     FakeToolAgent,
 )
 
-from skillsynth.cache import file_sha256
 from skillsynth.config import Thresholds
 from skillsynth.corpora import (
     LabelStore,
@@ -38,11 +38,13 @@ from skillsynth.evaluation import (
 )
 from skillsynth.evaluation.agent import run_agent
 from skillsynth.evaluation.metrics import ProbeResult
+from skillsynth.evaluation.record import RunRecord
 from skillsynth.evaluation.split import family_of
-from skillsynth.skill import Skill
+from skillsynth.evaluation.strategies.keyword import KeywordIndex
+from skillsynth.evaluation.worlds import CallOutcome, ReplayWorld, judge_success
+from skillsynth.models.cache import file_sha256
+from skillsynth.pipeline.skill import Skill
 from skillsynth.store import MemoryStore, Procedure, ToolCall
-from skillsynth.strategies.keyword import KeywordIndex
-from skillsynth.worlds import CallOutcome, ReplayWorld, judge_success
 
 
 def _lab(sid, task, attempt):
@@ -233,6 +235,12 @@ def test_point_kpis_on_a_hand_built_corpus_are_exact(tmp_path):
     summary = json.loads((tmp_path / "pt" / "summary.json").read_text())
     assert summary["corpus"]["sha256"] == file_sha256(db)
     assert summary["config"]["thresholds"]["similarity_tau"] == 0.8
+    rec = RunRecord.from_dict(summary["record"])  # how the point was produced
+    assert rec.kind == "point" and rec.inputs["corpus"]["sha256"] == file_sha256(db)
+    assert rec.started_utc.endswith("Z") and rec.started_utc <= rec.finished_utc
+    assert rec.config["thresholds"]["similarity_tau"] == 0.8 and rec.prompts["distill"]
+    assert rec.models["embed"]["model"] == "fake-family:10" and rec.models["user"] is None
+    assert rec.packages["numpy"] == np.__version__
     # every exported skill was re-read by both profiles' parsers
     assert len(list((tmp_path / "pt" / "skills").glob("*/*/*/SKILL.md"))) == 4
     with pytest.raises(SkillsynthError, match="this point is done"):
@@ -328,7 +336,7 @@ def test_agent_loop_follows_the_injected_procedure_and_respects_the_step_limit()
 
 
 def test_tool_calls_written_as_json_text_are_taken_when_they_name_an_offered_tool():
-    from skillsynth.llm import tool_calls_in_content
+    from skillsynth.models.llm import tool_calls_in_content
 
     fenced = '```json\n{"name": "search", "arguments": {"q": 1}}\n```'
     (c,) = tool_calls_in_content(fenced, ["search", "read"])

@@ -11,7 +11,7 @@ from fakes import LEMONADE_RECORDED as REC
 from fakes import FakeServer
 
 from skillsynth.errors import LLMError, LLMUnavailable, MalformedResponse, ModelNotFound
-from skillsynth.llm import LEMONADE_BASE_URL, ChatClient, Endpoint
+from skillsynth.models.llm import LEMONADE_BASE_URL, ChatClient, Endpoint
 
 MSG = [{"role": "user", "content": "hi"}]
 P = "/api/v1"

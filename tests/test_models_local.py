@@ -14,11 +14,11 @@ import os
 import numpy as np
 import pytest
 
-from skillsynth.cache import CallCache
-from skillsynth.embed import Embedder, check_store_embedder
 from skillsynth.errors import EmbedderError, LLMUnavailable, ModelNotFound
-from skillsynth.llm import ChatClient
-from skillsynth.serve import locate_models, models_status, serve_local
+from skillsynth.models.cache import CallCache
+from skillsynth.models.embed import Embedder, check_store_embedder
+from skillsynth.models.llm import ChatClient
+from skillsynth.models.serve import locate_models, models_status, serve_local
 from skillsynth.store import MemoryStore
 
 
@@ -161,7 +161,7 @@ def test_a_server_that_cannot_load_its_model_is_reported(tmp_path):
 
 def test_recall_with_real_embeddings_and_disable(servers, tmp_path):
     from skillsynth.config import Thresholds
-    from skillsynth.recall import recall
+    from skillsynth.pipeline.recall import recall
     from skillsynth.store import Procedure
 
     cfg = Thresholds(similarity_tau=0.6)  # MiniLM scale; GAIA's 0.82 is for a 768-d Gemma
@@ -192,9 +192,9 @@ def test_synthesize_recall_a_new_paraphrase_then_not_after_disable(servers, tmp_
     from skillsynth.cli import main
     from skillsynth.config import Thresholds
     from skillsynth.corpora import import_corpus
-    from skillsynth.recall import recall, skill_from_procedure
-    from skillsynth.skill import validate_skill
-    from skillsynth.synthesize import synthesize_skills
+    from skillsynth.pipeline.recall import recall, skill_from_procedure
+    from skillsynth.pipeline.skill import validate_skill
+    from skillsynth.pipeline.synthesize import synthesize_skills
 
     goals = ["Find the invoice from Acme for March", "Locate the March invoice sent by Acme",
              "Get me Acme's invoice for March"]
@@ -296,9 +296,9 @@ def test_three_families_of_paraphrases_at_the_defaults(servers, tmp_path, capsys
 def test_the_default_chat_model_is_the_checked_assembly_of_its_parts():
     # `models prepare` (the README's test command) assembled it; re-hash it here, whatever
     # the stamp beside it says
-    from skillsynth.cache import file_sha256
-    from skillsynth.chat_models import DEFAULT_CHAT_MODEL, chat_model, locate_chat_model
-    from skillsynth.serve import models_home
+    from skillsynth.models.cache import file_sha256
+    from skillsynth.models.chat_models import DEFAULT_CHAT_MODEL, chat_model, locate_chat_model
+    from skillsynth.models.serve import models_home
 
     spec = chat_model(DEFAULT_CHAT_MODEL)
     path = locate_chat_model(spec.name, models_home())
@@ -310,7 +310,7 @@ def test_the_default_chat_model_is_the_checked_assembly_of_its_parts():
 def test_the_default_model_calls_a_tool_and_the_call_is_read(servers):
     # Qwen2.5-Coder answers function calling with the call as JSON text in `content` under
     # llama-server; either way the agent must see one call of the offered tool.
-    from skillsynth.llm import tool_calls_in_content
+    from skillsynth.models.llm import tool_calls_in_content
 
     tools = [{"type": "function", "function": {
         "name": "get_weather", "description": "Current weather of a city",
@@ -333,7 +333,7 @@ def test_live_smoke_two_tau2_retail_tasks_both_arms(servers, tmp_path):
     from skillsynth.config import load_thresholds
     from skillsynth.corpora.importing import import_corpus
     from skillsynth.evaluation import EvalConfig, run_point
-    from skillsynth.serve import EMBED_MODEL_ID
+    from skillsynth.models.serve import EMBED_MODEL_ID
 
     data = Path(__file__).resolve().parents[1] / "datasets" / "tau2-retail"
     db = tmp_path / "retail.db"
@@ -359,3 +359,45 @@ def test_live_smoke_two_tau2_retail_tasks_both_arms(servers, tmp_path):
     for name in ("live_success_change", "live_share_made_worse", "live_prompt_token_change"):
         k = res.kpis[name]
         assert k.n == 2 and k.value is not None and k.lo is not None and k.hi is not None
+
+
+def test_model_commands_through_main(tmp_path, capsys):
+    # every model-facing command once through the command line, at its smallest size
+    import signal
+    import subprocess
+    import sys
+
+    from skillsynth.cli import main
+    from skillsynth.corpora import generate_corpus
+
+    assert main(["models", "status", "--json", "--no-start",
+                 "--lemonade-url", "http://127.0.0.1:9/api/v1"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["local"]["prepared"] and not status["lemonade"]["reachable"]
+    assert main(["bench", "models", "--repeats", "1", "--json"]) == 0
+    figures = json.loads(capsys.readouterr().out)
+    assert figures["chat_tokens_per_s"]["n"] == 1 and figures["chat_tokens_per_s"]["median"] > 0
+    db = tmp_path / "syn.db"
+    generate_corpus(db, families=2, attempts=4, seed=3)
+    assert main(["bench", "distill", "--corpus", f"syn={db}", "--max-clusters", "1",
+                 "--no-cache", "--json"]) == 0
+    (model,) = json.loads(capsys.readouterr().out)
+    syn = model["corpora"]["syn"]
+    assert syn["clusters"] == 1 and syn["answers"] == 1
+    assert syn["seconds_per_distillation"]["n"] == 1  # no cache: a real answer, timed
+    assert main(["bench", "tuning", "--sessions", "120", "--repeats", "1", "--no-cache",
+                 "--json"]) == 0
+    tuning = json.loads(capsys.readouterr().out)
+    assert tuning["update_keep_tau_s"]["n"] == 1
+    serve = subprocess.Popen(
+        [sys.executable, "-c", ("import sys; from skillsynth.cli import main; "
+                                "sys.exit(main(['models', 'serve', '--no-chat']))")],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in serve.stdout:  # type: ignore[union-attr]
+        lines.append(line)
+        if "serving" in line:
+            break
+    serve.send_signal(signal.SIGTERM)
+    assert serve.wait(timeout=60) == 0, "".join(lines)
+    assert any(line.startswith("embed ") for line in lines)

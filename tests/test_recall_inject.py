@@ -7,9 +7,9 @@ import pytest
 
 from skillsynth.config import Thresholds
 from skillsynth.errors import EmbedderError, ReadOnlyStoreError
-from skillsynth.inject import TRUNCATION_MARKER, inject, tools_for_turn
-from skillsynth.recall import ProcedureIndex, recall, recall_skill
-from skillsynth.skill import Skill
+from skillsynth.pipeline.inject import TRUNCATION_MARKER, inject, tools_for_turn
+from skillsynth.pipeline.recall import ProcedureIndex, recall, recall_skill
+from skillsynth.pipeline.skill import Skill
 from skillsynth.store import MemoryStore, Procedure, encode_embedding
 
 

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from skillsynth.errors import MalformedSkill, SkillValidationError
-from skillsynth.skill import (
+from skillsynth.pipeline.skill import (
     NAME_RE,
     PROFILES,
     Skill,

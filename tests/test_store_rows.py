@@ -91,7 +91,7 @@ def test_execute_refuses_writes(store):
 
 
 def test_outcome_feedback_is_all_or_nothing(store):
-    from skillsynth.outcome import record_outcome
+    from skillsynth.pipeline.outcome import record_outcome
 
     a = store.put_procedure(Procedure(name="a", when_to_use="w", markdown_body="b"))
     b = store.put_procedure(Procedure(name="b", when_to_use="w", markdown_body="b"))

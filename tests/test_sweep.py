@@ -20,10 +20,10 @@ import nbformat
 import pytest
 import yaml
 
-from skillsynth.backend import BackendSpec
 from skillsynth.errors import ConfigError, SkillsynthError
-from skillsynth.evaluation.report import gate, load_run, render_report, write_baseline
+from skillsynth.evaluation.report import gate, load_run
 from skillsynth.evaluation.sweep import SweepSpec, _run_points, expand_points, run_sweep
+from skillsynth.models.backend import BackendSpec
 
 SPEC = {"name": "t", "corpus": {"synthetic": {"families": 3, "seed": 5, "attempts": 4}},
         "backend": "local", "mode": "json", "workers": 1, "n_boot": 200,
@@ -76,7 +76,7 @@ def test_live_world_keys_are_checked(tmp_path):
 
 def test_calibrated_tau_points_take_the_embedders_calibration(tmp_path):
     from skillsynth.config import calibrated_defaults
-    from skillsynth.serve import EMBED_MODEL_ID
+    from skillsynth.models.serve import EMBED_MODEL_ID
 
     cal = calibrated_defaults(EMBED_MODEL_ID)
     grid = SPEC["grid"] | {"similarity_tau": ["calibrated", 0.82]}
@@ -180,15 +180,31 @@ def test_killed_sweep_resumes_and_a_rerun_point_is_a_cache_hit(tmp_path, request
         before["cache_hits"]
     assert again["procedure_ids"] and again["added"] == before["added"]
 
-    # the report: HTML with the plots, and the gate against a baseline of this very run
-    html = render_report(run)
+    record = summary["record"]  # how the sweep was produced
+    assert record["kind"] == "sweep" and record["started_utc"].endswith("Z")
+    assert record["models"]["chat"]["model"] and record["inputs"]["corpus"]["sha256"]
+
+    # the report: HTML with the plots, and the gate against a baseline of this very run,
+    # all through the command line
+    from skillsynth.cli import main
+
+    assert main(["report", str(run)]) == 0
+    html = run / "report.html"
     assert html.exists() and "KPI report" in html.read_text()
     assert {p.name for p in (run / "plots").glob("*.png")} >= {"heatmap-skillsynth.png",
                                                                "similarity.png"}
     loaded = load_run(run)
     assert len(loaded.points) == 3 and set(loaded.rows["arm"]) == {"no-memory", "memory"}
-    base = write_baseline(run, tmp_path / "b.json", kpis={"synthesis_fired_rate": 0.0})
+    base = tmp_path / "b.json"
+    assert main(["baseline", str(run), str(base), "--kpi", "synthesis_fired_rate=0.0"]) == 0
     assert all(c.ok for c in gate(run, base))
+    assert main(["gate", str(run), "--baseline", str(base)]) == 0
+    bad = json.loads(base.read_text())  # a baseline this run cannot meet fails the gate
+    for entry in bad["entries"]:
+        entry["kpis"]["synthesis_fired_rate"] = {"value": 2.0, "tolerance": 0.0,
+                                                 "better": "higher", "n": 1}
+    base.write_text(json.dumps(bad))
+    assert main(["gate", str(run), "--baseline", str(base)]) == 1
 
 
 def _summary(tmp: Path, *, validity=1.0, floor=True, fired=0.5, status="ran") -> Path:

@@ -16,15 +16,15 @@ import numpy as np
 import pytest
 from fakes import FakeChatModel
 
-from skillsynth.cluster import cluster_by_goal
 from skillsynth.config import Thresholds
-from skillsynth.detect import Watermark, extract_sequences
-from skillsynth.distill import PROMPT_VERSION, build_messages, distill_cluster
 from skillsynth.errors import EmbedderError, MalformedSkill
-from skillsynth.llm import ChatClient, Endpoint
-from skillsynth.reconcile import reconcile_and_store
-from skillsynth.skill import Skill
-from skillsynth.synthesize import synthesize_skills
+from skillsynth.models.llm import ChatClient, Endpoint
+from skillsynth.pipeline.cluster import cluster_by_goal
+from skillsynth.pipeline.detect import Watermark, extract_sequences
+from skillsynth.pipeline.distill import PROMPT_VERSION, build_messages, distill_cluster
+from skillsynth.pipeline.reconcile import reconcile_and_store
+from skillsynth.pipeline.skill import Skill
+from skillsynth.pipeline.synthesize import synthesize_skills
 
 ANSWER = """<think>hmm</think>
 ```markdown
@@ -103,7 +103,7 @@ def _dump(path):
 
 def test_three_similar_sessions_make_one_procedure_with_provenance(store):
     _sessions(store, 3)
-    rep = synthesize_skills(store, FakeLLM(ANSWER), FakeEmbedder(), Thresholds(), env={})
+    rep = synthesize_skills(store, FakeLLM(ANSWER), FakeEmbedder(), Thresholds())
     assert (rep.status, rep.qualified, rep.distilled, rep.added) == ("ran", 1, 1, 1)
     (proc,) = store.procedures()
     assert proc.provenance == {"source": "skillsynth", "from_sessions": ["inv0", "inv1", "inv2"]}
@@ -116,7 +116,7 @@ def test_three_similar_sessions_make_one_procedure_with_provenance(store):
 def test_two_sessions_do_not(store):
     _sessions(store, 2)
     llm = FakeLLM(ANSWER)
-    rep = synthesize_skills(store, llm, FakeEmbedder(), Thresholds(), env={})
+    rep = synthesize_skills(store, llm, FakeEmbedder(), Thresholds())
     assert rep.qualified == 0 and llm.calls == 0 and store.procedures() == []
 
 
@@ -125,7 +125,7 @@ def test_low_success_rate_does_not(store):
     for i in range(3):
         for _ in range(3):
             store.log_tool_call(f"inv{i}", "search_file", None, None, False, error="x")
-    rep = synthesize_skills(store, FakeLLM(ANSWER), FakeEmbedder(), Thresholds(), env={})
+    rep = synthesize_skills(store, FakeLLM(ANSWER), FakeEmbedder(), Thresholds())
     assert rep.clusters == 1 and rep.qualified == 0 and store.procedures() == []
 
 
@@ -134,18 +134,18 @@ def test_floor_memory_disabled_does_nothing(store, db_path):
     before = _dump(db_path)
     llm = FakeLLM(ANSWER)
     rep = synthesize_skills(store, llm, FakeEmbedder(fail=True), Thresholds(),
-                            env={"GAIA_MEMORY_DISABLED": "1"})
+                            memory_disabled=True)
     assert rep.status == "memory-disabled" and llm.calls == 0 and _dump(db_path) == before
 
 
 def test_floor_synthesis_disabled_is_logged_and_recall_still_works(store, caplog):
     _sessions(store, 3)
-    synthesize_skills(store, FakeLLM(ANSWER), FakeEmbedder(), Thresholds(), env={})
-    with caplog.at_level(logging.WARNING, "skillsynth.synthesize"):
+    synthesize_skills(store, FakeLLM(ANSWER), FakeEmbedder(), Thresholds())
+    with caplog.at_level(logging.WARNING, "skillsynth.pipeline.synthesize"):
         rep = synthesize_skills(store, FakeLLM(ANSWER), FakeEmbedder(),
-                                Thresholds(enabled=False), env={})
+                                Thresholds(enabled=False))
     assert rep.status == "synthesis-disabled" and "disabled" in caplog.text
-    from skillsynth.recall import recall
+    from skillsynth.pipeline.recall import recall
 
     assert recall(store, FakeEmbedder(), "find invoice 9", Thresholds())
 
@@ -160,8 +160,8 @@ def test_floor_llm_down_skips_the_pass_and_leaves_the_store_unchanged(store, db_
                               retry_backoff_s=0.01, connect_timeout_s=1))
     wm = Watermark(tmp_path / "wm.json")
     before = _dump(db_path)
-    with caplog.at_level(logging.ERROR, "skillsynth.synthesize"):
-        rep = synthesize_skills(store, llm, FakeEmbedder(), Thresholds(), env={}, watermark=wm)
+    with caplog.at_level(logging.ERROR, "skillsynth.pipeline.synthesize"):
+        rep = synthesize_skills(store, llm, FakeEmbedder(), Thresholds(), watermark=wm)
     assert rep.status == "llm-unavailable" and "unchanged" in caplog.text
     assert _dump(db_path) == before
     assert wm.read(db_path) == 0  # the sessions will be seen again next pass
@@ -180,9 +180,8 @@ def _invoice_and_mail(store) -> str:
 def test_floor_malformed_output_skips_that_cluster_only(store, caplog):
     good_mail = _invoice_and_mail(store)
     bad = ANSWER.replace("## Edge cases", "## Notes")
-    with caplog.at_level(logging.WARNING, "skillsynth.synthesize"):
-        rep = synthesize_skills(store, FakeLLM(bad, good_mail), FakeEmbedder(), Thresholds(),
-                                env={})
+    with caplog.at_level(logging.WARNING, "skillsynth.pipeline.synthesize"):
+        rep = synthesize_skills(store, FakeLLM(bad, good_mail), FakeEmbedder(), Thresholds())
     assert rep.qualified == 2 and rep.added == 1 and len(rep.skipped) == 1
     assert "Edge cases" in rep.skipped[0][1] and "malformed" in caplog.text
     assert [p.name for p in store.procedures()] == ["sort-mail"]
@@ -191,7 +190,7 @@ def test_floor_malformed_output_skips_that_cluster_only(store, caplog):
 def test_floor_embedder_failure_raises(store):
     _sessions(store, 3)
     with pytest.raises(EmbedderError):
-        synthesize_skills(store, FakeLLM(ANSWER), FakeEmbedder(fail=True), Thresholds(), env={})
+        synthesize_skills(store, FakeLLM(ANSWER), FakeEmbedder(fail=True), Thresholds())
 
 
 def test_reconcile_add_noop_update(store):
@@ -242,16 +241,16 @@ def test_distill_rejects_tools_no_run_used_and_accepts_skip(store):
 def test_an_ungrounded_skill_is_rejected_and_counted_apart(store, caplog):
     good_mail = _invoice_and_mail(store)
     invented = ANSWER.replace("  - read_file", "  - get_invoice_details")
-    with caplog.at_level(logging.WARNING, "skillsynth.synthesize"):
+    with caplog.at_level(logging.WARNING, "skillsynth.pipeline.synthesize"):
         rep = synthesize_skills(store, FakeLLM(invented, good_mail), FakeEmbedder(),
-                                Thresholds(), env={})
+                                Thresholds())
     assert (rep.qualified, rep.distilled, rep.ungrounded, rep.added) == (2, 1, 1, 1)
     assert rep.skipped[0][1].startswith("ungrounded:") and "get_invoice_details" in caplog.text
     assert [p.name for p in store.procedures()] == ["sort-mail"]
 
 
 def test_a_repeated_tool_is_dropped_by_rule_and_recorded(store):
-    from skillsynth.distill import distill
+    from skillsynth.pipeline.distill import distill
 
     _sessions(store, 3)
     cfg = Thresholds()
@@ -263,7 +262,7 @@ def test_a_repeated_tool_is_dropped_by_rule_and_recorded(store):
                          "tools_required: dropped repeated read_file")
     with pytest.raises(MalformedSkill, match="repeats"):  # parse itself still repairs nothing
         Skill.parse(twice.split("```markdown\n")[1].split("```")[0])
-    rep = synthesize_skills(store, FakeLLM(twice), FakeEmbedder(), cfg, env={})
+    rep = synthesize_skills(store, FakeLLM(twice), FakeEmbedder(), cfg)
     assert (rep.added, rep.repaired) == (1, 1)
 
 
@@ -271,11 +270,10 @@ def test_a_name_taken_by_another_active_procedure_is_renamed_and_counted(store):
     _invoice_and_mail(store)
     same_name = ANSWER.replace("search_file", "list_inbox").replace(
         "read_file", "draft_reply").replace("find an invoice", "sort mail")
-    rep = synthesize_skills(store, FakeLLM(ANSWER, same_name), FakeEmbedder(), Thresholds(),
-                            env={})
+    rep = synthesize_skills(store, FakeLLM(ANSWER, same_name), FakeEmbedder(), Thresholds())
     assert (rep.added, rep.duplicate_names) == (2, 1)
     assert sorted(p.name for p in store.procedures()) == ["find-invoice", "find-invoice-2"]
-    from skillsynth.reconcile import unique_name
+    from skillsynth.pipeline.reconcile import unique_name
 
     assert unique_name("a" * 64, {"a" * 64}) == "a" * 62 + "-2"
     assert unique_name("x", {"x", "x-2"}) == "x-3"
@@ -287,7 +285,7 @@ def test_a_cached_malformed_answer_counts_as_a_cache_hit_on_every_rerun(store, d
     # costs one call cold and one cache hit warm; it is never counted as neither.
     from fakes import FakeServer
 
-    from skillsynth.cache import CallCache
+    from skillsynth.models.cache import CallCache
 
     _sessions(store, 3)
     bad = ANSWER.replace("## Edge cases", "## Notes")
@@ -298,6 +296,6 @@ def test_a_cached_malformed_answer_counts_as_a_cache_hit_on_every_rerun(store, d
     with FakeServer(routes) as srv, CallCache(tmp_path / "cache.db") as cache:
         for expected in ((1, 0), (0, 1), (0, 1)):
             with ChatClient(Endpoint("local", srv.base_url, "m"), cache=cache) as llm:
-                rep = synthesize_skills(store, llm, FakeEmbedder(), Thresholds(), env={})
+                rep = synthesize_skills(store, llm, FakeEmbedder(), Thresholds())
             assert (rep.llm_calls, rep.cache_hits) == expected
             assert rep.added == 0 and "malformed" in rep.skipped[0][1]

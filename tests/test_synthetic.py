@@ -9,8 +9,8 @@ from test_store_schema import EXPECTED_COLUMNS
 
 from skillsynth.config import Thresholds
 from skillsynth.corpora import FAMILIES, LabelStore, NoiseConfig, generate_corpus
-from skillsynth.detect import extract_sequences
 from skillsynth.errors import SkillsynthError
+from skillsynth.pipeline.detect import extract_sequences
 from skillsynth.store import MemoryStore
 
 

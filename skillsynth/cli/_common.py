@@ -38,21 +38,21 @@ def command(group: Any, name: str, help_: str, fn: Handler) -> argparse.Argument
 
 def chat_names_text() -> str:
     """The embedded chat model names, for help texts."""
-    from ..chat_models import chat_model_names
+    from ..models.chat_models import chat_model_names
 
     return ", ".join(chat_model_names())
 
 
 def chat_help_text() -> str:
     """The help of a ``--chat NAME`` option."""
-    from ..chat_models import DEFAULT_CHAT_MODEL
+    from ..models.chat_models import DEFAULT_CHAT_MODEL
 
     return f"embedded chat model ({chat_names_text()}; default {DEFAULT_CHAT_MODEL})"
 
 
 def model_options(p: argparse.ArgumentParser) -> None:
     """The options of every command that talks to models, and of its thresholds."""
-    from ..chat_models import DEFAULT_CHAT_MODEL
+    from ..models.chat_models import DEFAULT_CHAT_MODEL
 
     p.add_argument("--backend", choices=("local", "lemonade"), default="local",
                    help="local: the embedded llama-server models; lemonade: Lemonade Server")
@@ -93,10 +93,10 @@ def _yaml_scalar(raw: str) -> Any:
 @contextlib.contextmanager
 def clients(args: argparse.Namespace) -> Iterator[tuple[Any, Any]]:
     """The chat client and embedder of the chosen backend (never a fallback)."""
-    from ..backend import BackendSpec, open_clients
-    from ..serve import models_home
+    from ..models.backend import BackendSpec, open_clients
+    from ..models.serve import default_cache_path
 
-    cache = None if args.no_cache else str(args.cache or models_home() / "cache.db")
+    cache = None if args.no_cache else str(args.cache or default_cache_path())
     spec = BackendSpec(args.backend, chat_model=args.model, embed_model=args.embed_model,
                        cache=cache, timeout_s=args.timeout)
     with open_clients(spec) as pair:
@@ -116,10 +116,10 @@ def user_options(p: argparse.ArgumentParser) -> None:
 @contextlib.contextmanager
 def user_client(args: argparse.Namespace) -> Iterator[Any]:
     """The simulated user's chat client, or None (solo)."""
-    from ..backend import open_user
-    from ..serve import models_home
+    from ..models.backend import open_user
+    from ..models.serve import default_cache_path
 
-    cache = None if args.no_cache else str(args.cache or models_home() / "cache.db")
+    cache = None if args.no_cache else str(args.cache or default_cache_path())
     with open_user(args.user_url, args.user_model, backend=args.user_backend, cache=cache,
                    timeout_s=args.timeout) as user:
         yield user
@@ -128,10 +128,10 @@ def user_client(args: argparse.Namespace) -> Iterator[Any]:
 def embed_model_id(args: argparse.Namespace) -> str:
     """The embedding model the chosen backend will use (its calibration applies)."""
     if args.backend == "local":
-        from ..serve import EMBED_MODEL_ID
+        from ..models.serve import EMBED_MODEL_ID
 
         return EMBED_MODEL_ID
-    from ..llm import LEMONADE_EMBED_MODEL
+    from ..models.llm import LEMONADE_EMBED_MODEL
 
     return str(args.embed_model or LEMONADE_EMBED_MODEL)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import load_thresholds
-from ..errors import SkillsynthError
+from ..errors import CorpusError
 from ._common import (
     EXIT_OK,
     HOME_HELP,
@@ -29,7 +29,7 @@ __all__ = ["register"]
 
 def _bench_models(args: argparse.Namespace) -> int:
     from ..bench import bench_models
-    from ..serve import locate_models, serve_local
+    from ..models.serve import locate_models, serve_local
 
     with serve_local(locate_models(args.home, chat=args.chat)) as servers:
         figures = bench_models(servers, repeats=args.repeats)
@@ -50,7 +50,7 @@ def _bench_models(args: argparse.Namespace) -> int:
 
 def _bench_worlds(args: argparse.Namespace) -> int:
     from ..bench import bench_worlds
-    from ..worlds import WORLDS
+    from ..evaluation.worlds import WORLDS
 
     worlds = args.world or list(WORLDS)
     if args.live_tasks:
@@ -59,9 +59,9 @@ def _bench_worlds(args: argparse.Namespace) -> int:
         with clients(args) as (chat, _):
             figures = bench_worlds(worlds, llm=chat, live_tasks=args.live_tasks,
                                    step_limit=args.step_limit, config=thresholds_of(args),
-                                   policy=not args.no_policy)
+                                   policy=not args.no_policy, max_tasks=args.max_tasks)
     else:
-        figures = bench_worlds(worlds)
+        figures = bench_worlds(worlds, max_tasks=args.max_tasks)
     if args.json:
         print_json(figures)
         return EXIT_OK
@@ -100,7 +100,7 @@ def _shipped_corpora(folder: Path) -> dict[str, str]:
         else:
             files = sorted(glob(pattern or ""))
             if not files:
-                raise SkillsynthError(f"shipped corpus {name}: no files match {pattern} (run "
+                raise CorpusError(f"shipped corpus {name}: no files match {pattern} (run "
                                       "from a skillsynth checkout, or pass --corpus)")
             import_corpus(fmt, files, db, tasks=tasks)  # type: ignore[arg-type]
         out[name] = str(db)
@@ -111,19 +111,18 @@ def _bench_distill(args: argparse.Namespace) -> int:
     import tempfile
 
     from ..bench import bench_distill
-    from ..cache import CallCache
-    from ..chat_models import DEFAULT_CHAT_MODEL
-    from ..embed import Embedder
-    from ..llm import ChatClient
-    from ..serve import EMBED_MODEL_ID, locate_models, models_home, serve_local
+    from ..models.cache import CallCache
+    from ..models.chat_models import DEFAULT_CHAT_MODEL
+    from ..models.embed import Embedder
+    from ..models.llm import ChatClient
+    from ..models.serve import EMBED_MODEL_ID, default_cache_path, locate_models, serve_local
 
     th = load_thresholds(args.config, overrides=parse_sets(args.set), embedder=EMBED_MODEL_ID)
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         corpora = (dict(c.split("=", 1) for c in args.corpus) if args.corpus
                    else _shipped_corpora(Path(tmp)))
-        cache = None if args.no_cache else CallCache(Path(args.cache or models_home()
-                                                          / "cache.db"))
+        cache = None if args.no_cache else CallCache(Path(args.cache or default_cache_path()))
         try:
             for name in args.chat or [DEFAULT_CHAT_MODEL]:
                 with serve_local(locate_models(chat=name)) as servers:
@@ -247,6 +246,8 @@ def register(sub: Any) -> None:
                    help="also time live runs on the first N tasks, both arms (needs a model)")
     p.add_argument("--step-limit", type=int, default=8, help="most tool calls per live run")
     p.add_argument("--no-policy", action="store_true", help="live runs without the policy")
+    p.add_argument("--max-tasks", type=int, default=None,
+                   help="time the calls of at most N tasks per world (default all)")
     model_options(p)
     p = command(bes, "tuning", "seconds per tuning-view update on a synthetic corpus",
                 _bench_tuning)

@@ -45,14 +45,14 @@ def _db_info(args: argparse.Namespace) -> int:
     with MemoryStore.open(args.path, read_only=True) as store:
         info = store.info()
     if args.json:
-        print_json(info)
+        print_json(info.as_dict())
         return EXIT_OK
-    print(f"path:            {info['path']}")
-    print(f"schema version:  {info['schema_version']}")
-    print(f"embedder id:     {info['embedder_id'] or '-'}")
-    print(f"sessions:        {info['tool_history_sessions']} (with tool calls)")
+    print(f"path:            {info.path}")
+    print(f"schema version:  {info.schema_version}")
+    print(f"embedder id:     {info.embedder_id or '-'}")
+    print(f"sessions:        {info.tool_history_sessions} (with tool calls)")
     print("rows:")
-    for table, n in info["rows"].items():
+    for table, n in info.rows.items():
         print(f"  {table:<16} {'(absent)' if n is None else n}")
     return EXIT_OK
 

@@ -50,7 +50,7 @@ def _eval_point(args: argparse.Namespace) -> int:
     with clients(args) as (chat, emb), user_client(args) as user:
         if args.history == "live":
             from ..evaluation.live_history import live_history
-            from ..worlds import get_world
+            from ..evaluation.worlds import get_world
 
             rep = live_history(get_world(world), chat, corpus, tasks=tasks or (),
                                attempts=args.k + 1, step_limit=args.step_limit,
@@ -70,7 +70,7 @@ def _eval_point(args: argparse.Namespace) -> int:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    from ..calibrate import CalibrationCorpus, calibrate, check_corpora
+    from ..evaluation.calibrate import CalibrationCorpus, calibrate, check_corpora
 
     corpora = [CalibrationCorpus.parse(c) for c in args.corpora]
     check_corpora(corpora)  # before any model server starts
@@ -82,7 +82,7 @@ def _calibrate(args: argparse.Namespace) -> int:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(cal.to_json(), encoding="utf-8")
     if args.write_settings:
-        from ..tuning import write_settings_block
+        from ..evaluation.tuning import write_settings_block
 
         write_settings_block(base.merge(cal.settings_block()), args.write_settings,
                              overwrite=args.overwrite)

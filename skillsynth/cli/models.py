@@ -21,7 +21,7 @@ __all__ = ["register"]
 
 
 def _models_prepare(args: argparse.Namespace) -> int:
-    from ..serve import prepare_models
+    from ..models.serve import prepare_models
 
     prepare_models(args.home, chat=args.chat or None)
     return EXIT_OK
@@ -31,7 +31,7 @@ def _models_serve(args: argparse.Namespace) -> int:
     import signal
     import time
 
-    from ..serve import locate_models, serve_local
+    from ..models.serve import locate_models, serve_local
 
     # SIGTERM ends the process through the finally blocks, so servers are stopped.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
@@ -52,8 +52,8 @@ def _models_serve(args: argparse.Namespace) -> int:
 
 
 def _models_status(args: argparse.Namespace) -> int:
-    from ..llm import Endpoint
-    from ..serve import models_status
+    from ..models.llm import Endpoint
+    from ..models.serve import models_status
 
     status = models_status(lemonade=Endpoint.lemonade(base_url=args.lemonade_url),
                            home=args.home, start_local=not args.no_start, chat=args.chat)
@@ -84,7 +84,7 @@ def _models_status(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """Add this group's commands to the ``skillsynth`` parser."""
-    from ..chat_models import DEFAULT_CHAT_MODEL
+    from ..models.chat_models import DEFAULT_CHAT_MODEL
 
     home_help = HOME_HELP
     chat_names = chat_names_text()

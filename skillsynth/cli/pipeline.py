@@ -6,8 +6,8 @@ import argparse
 import sys
 from typing import Any
 
-from ..errors import SkillsynthError
-from ..skill import PROFILES
+from ..errors import StoreError
+from ..pipeline.skill import PROFILES
 from ..store import MemoryStore
 from ._common import (
     EXIT_FAIL,
@@ -24,15 +24,17 @@ __all__ = ["register"]
 
 
 def _synthesize(args: argparse.Namespace) -> int:
-    from ..embed import check_store_embedder
-    from ..synthesize import synthesize_skills
+    from ..config import gaia_memory_disabled
+    from ..models.embed import check_store_embedder
+    from ..pipeline.synthesize import synthesize_skills
 
     th = thresholds_of(args)
     with MemoryStore.open(args.db, read_only=args.dry_run) as store, clients(args) as (c, e):
         if not args.dry_run:
             check_store_embedder(store, e)
         rep = synthesize_skills(store, c, e, th, method=args.method, rate=args.rate,
-                                mode=args.mode, dry_run=args.dry_run)
+                                mode=args.mode, dry_run=args.dry_run,
+                                memory_disabled=gaia_memory_disabled())
     if args.json:
         print_json(rep.as_dict())
     else:
@@ -44,10 +46,10 @@ def _synthesize(args: argparse.Namespace) -> int:
 
 
 def _recall(args: argparse.Namespace) -> int:
-    from ..recall import recall
+    from ..pipeline.recall import recall
 
     th = thresholds_of(args)
-    from ..recall import ProcedureIndex
+    from ..pipeline.recall import ProcedureIndex
 
     with MemoryStore.open(args.db, read_only=True) as store, clients(args) as (_, e):
         index = ProcedureIndex.from_store(store)
@@ -68,7 +70,7 @@ def _recall(args: argparse.Namespace) -> int:
 
 
 def _procedures(args: argparse.Namespace) -> int:
-    from ..export import export_skill
+    from ..pipeline.export import export_skill
 
     action = args.procedures_command
     with MemoryStore.open(args.db, read_only=action in ("list", "show")) as store:
@@ -86,7 +88,7 @@ def _procedures(args: argparse.Namespace) -> int:
             return EXIT_OK
         proc = store.get_procedure(args.id)
         if proc is None:
-            raise SkillsynthError(f"{args.db}: no procedure with id {args.id!r}")
+            raise StoreError(f"{args.db}: no procedure with id {args.id!r}")
         if action == "show":
             print_json({k: v for k, v in proc.__dict__.items() if k != "embedding"}
                         | {"embedding_dims": None if proc.embedding is None

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..errors import SkillsynthError
-from ..skill import PROFILES, Skill, validate_dir
+from ..errors import SkillError, SkillsynthError
+from ..pipeline.skill import PROFILES, Skill, validate_dir
 from ._common import (
     EXIT_FAIL,
     EXIT_OK,
@@ -40,7 +40,7 @@ def _skill_render(args: argparse.Namespace) -> int:
     try:
         skill = Skill.parse(src.read_text(encoding="utf-8"))
     except SkillsynthError as exc:
-        raise SkillsynthError(f"{src}: {exc}") from exc
+        raise SkillError(f"{src}: {exc}") from exc
     out = skill.write(args.out, args.profile, overwrite=args.overwrite)
     errors = validate_dir(out, args.profile)
     if errors:  # a Skill always renders valid; this guards the guarantee loudly
@@ -55,8 +55,8 @@ def _demo(args: argparse.Namespace) -> int:
     from ..demo import demo
 
     report = demo(args.out, overwrite=args.overwrite)
-    print(f"memory.db: {report.db_path} (schema v{report.info['schema_version']}, "
-          f"rows {report.info['rows']})")
+    print(f"memory.db: {report.db_path} (schema v{report.info.schema_version}, "
+          f"rows {report.info.rows})")
     print(f"procedure: {report.procedure_id}")
     for (written, checked), errors in report.validity.items():
         verdict = "valid" if not errors else "INVALID: " + "; ".join(errors)

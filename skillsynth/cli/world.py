@@ -22,7 +22,7 @@ __all__ = ["register"]
 
 
 def _world_list(args: argparse.Namespace) -> int:
-    from ..worlds import WORLDS, get_world
+    from ..evaluation.worlds import WORLDS, get_world
 
     if not args.world:
         if args.json:
@@ -45,7 +45,7 @@ def _world_list(args: argparse.Namespace) -> int:
 
 
 def _world_prepare(args: argparse.Namespace) -> int:
-    from ..worlds.tau2 import prepare_tau2
+    from ..evaluation.worlds.tau2 import prepare_tau2
 
     prepare_tau2(lambda msg: print(msg, flush=True))
     return EXIT_OK
@@ -54,9 +54,9 @@ def _world_prepare(args: argparse.Namespace) -> int:
 def _world_run(args: argparse.Namespace) -> int:
     from ..evaluation.agent import run_agent
     from ..evaluation.user_sim import UserSimulator
-    from ..recall import recall, skill_from_procedure
+    from ..evaluation.worlds import get_world
+    from ..pipeline.recall import recall, skill_from_procedure
     from ..store import MemoryStore
-    from ..worlds import get_world
 
     world = get_world(args.world)
     task = world.task(args.task_id)  # an unknown id fails before any model starts

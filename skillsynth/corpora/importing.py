@@ -19,8 +19,8 @@ from typing import Any, Literal, get_args
 from tqdm.auto import tqdm
 
 from .. import __version__
-from ..cache import file_sha256
 from ..errors import CorpusFormatError
+from ..models.cache import file_sha256
 from ..store import MemoryStore, ToolCall, now_iso
 from .gaiadb import read_gaia_db
 from .jsonl import read_jsonl

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
-from ..errors import SkillsynthError
+from ..errors import CorpusError
 from ..store import MemoryStore, now_iso
 from .labels import LabelStore, SessionLabel, labels_path_for
 
@@ -95,7 +95,7 @@ class NoiseConfig:
         for name in ("fail_rate", "explore_rate", "abandon_rate"):
             v = getattr(self, name)
             if not 0.0 <= v <= 1.0:
-                raise SkillsynthError(f"NoiseConfig.{name}={v} must be between 0 and 1")
+                raise CorpusError(f"NoiseConfig.{name}={v} must be between 0 and 1")
 
 
 @dataclass(frozen=True)
@@ -115,18 +115,18 @@ def generate_corpus(db_path: str | Path, *, families: int = len(FAMILIES), seed:
     """Write a synthetic corpus: ``attempts`` sessions per family, interleaved in time.
 
     Raises:
-        SkillsynthError: ``families`` exceeds the built-in families or the files exist.
+        CorpusError: ``families`` exceeds the built-in families or the files exist.
     """
     if not 1 <= families <= len(FAMILIES):
-        raise SkillsynthError(f"families must be between 1 and {len(FAMILIES)} (the built-in "
+        raise CorpusError(f"families must be between 1 and {len(FAMILIES)} (the built-in "
                               f"families), got {families}")
     if attempts < 1:
-        raise SkillsynthError(f"attempts must be >= 1, got {attempts}")
+        raise CorpusError(f"attempts must be >= 1, got {attempts}")
     noise = noise or NoiseConfig()
     db = Path(db_path)
     lab_path = Path(labels_path) if labels_path else labels_path_for(db)
     if lab_path.exists():
-        raise SkillsynthError(f"{lab_path} exists; choose another path")
+        raise CorpusError(f"{lab_path} exists; choose another path")
     begun = now_iso()
     rng = np.random.default_rng(seed)
     chosen = FAMILIES[:families]

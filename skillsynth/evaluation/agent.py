@@ -8,7 +8,7 @@ PROCEDURES`` block in the system prompt. Every call is executed by the world's e
 (``agent-stop``), at the step limit (``step-limit``) or on a model error (``model-error``);
 the world then scores the run by its own rule. A call the model wrote as JSON text in its
 answer (small local models do) is taken as a call when it names an offered tool
-(:func:`~skillsynth.llm.tool_calls_in_content`), and counted. This module measures; it
+(:func:`~skillsynth.models.llm.tool_calls_in_content`), and counted. This module measures; it
 estimates nothing.
 """
 
@@ -21,13 +21,13 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..errors import LLMError
-from ..inject import inject, tools_for_turn
-from ..llm import tool_calls_in_content
+from ..models.llm import tool_calls_in_content
+from ..pipeline.inject import inject, tools_for_turn
+from ..pipeline.skill import Skill
 from ..protocols import ChatModel
-from ..skill import Skill
 from ..store import now_iso
-from ..worlds import Episode, Termination, Turn, canonical_args
 from .user_sim import GREETING, UserSimulator
+from .worlds import Episode, Termination, Turn, canonical_args
 
 __all__ = ["AGENT_PROMPT_VERSION", "AgentRun", "run_agent", "system_prompt"]
 

@@ -24,11 +24,11 @@ from .. import __version__
 from ..corpora.importing import write_session
 from ..corpora.labels import LabelStore, SessionLabel, labels_path_for
 from ..corpora.records import CallRecord, SessionRecord, TurnRecord, session_uuid
-from ..errors import SkillsynthError
+from ..errors import EvaluationError
 from ..protocols import ChatModel
 from ..store import MemoryStore, now_iso
-from ..worlds import World
 from .agent import AgentRun, run_agent
+from .worlds import World
 
 __all__ = ["SOURCE", "LiveHistoryReport", "live_history"]
 
@@ -97,10 +97,10 @@ def live_history(world: World, llm: ChatModel, db_path: str | Path, *, tasks: Se
 
     Raises:
         WorldError: an unknown task id (before anything runs).
-        SkillsynthError: ``attempts`` < 1.
+        EvaluationError: ``attempts`` < 1.
     """
     if attempts < 1:
-        raise SkillsynthError(f"attempts must be >= 1, got {attempts}")
+        raise EvaluationError(f"attempts must be >= 1, got {attempts}")
     tasks = [world.task(t).task_id for t in tasks]  # the world's ids; unknown ones fail now
     db = Path(db_path)
     db.parent.mkdir(parents=True, exist_ok=True)
@@ -122,7 +122,7 @@ def live_history(world: World, llm: ChatModel, db_path: str | Path, *, tasks: Se
                             step_limit=step_limit, temperature=temperature, seed=attempt,
                             solo=True)
             if run.termination == "model-error":
-                raise SkillsynthError(f"{world.name} task {task_id} attempt {attempt}: the "
+                raise EvaluationError(f"{world.name} task {task_id} attempt {attempt}: the "
                                       f"model failed ({run.error}); runs so far are kept")
             rec = _record(world, task_id, attempt, run, episode.task.prompt, started, model)
             write_session(store, rec)

@@ -16,7 +16,7 @@ from typing import Any, Literal, TypeVar
 
 import numpy as np
 
-from ..skill import PROFILES
+from ..pipeline.skill import PROFILES
 
 __all__ = [
     "KPI",

@@ -20,7 +20,7 @@ from typing import Any
 
 from jupyter_client.manager import AsyncKernelManager
 
-from ..errors import SkillsynthError
+from ..errors import EvaluationError
 
 __all__ = ["IPCKernelManager", "execute_notebook", "find_notebook"]
 
@@ -47,13 +47,13 @@ def find_notebook(name: str) -> Path:
     installed wheel all run the same file.
 
     Raises:
-        SkillsynthError: there is no such notebook (the message lists the shipped ones).
+        EvaluationError: there is no such notebook (the message lists the shipped ones).
     """
     folder = resources.files("skillsynth").joinpath("notebooks")
     ref = folder.joinpath(name)
     if not ref.is_file():
         shipped = sorted(x.name for x in folder.iterdir() if x.name.endswith(".ipynb"))
-        raise SkillsynthError(f"no notebook {name!r} ships with skillsynth; shipped: "
+        raise EvaluationError(f"no notebook {name!r} ships with skillsynth; shipped: "
                               f"{', '.join(shipped)}")
     return Path(str(ref))
 

@@ -28,8 +28,8 @@ import numpy as np
 import pandas as pd
 
 from ..config import read_config_file
-from ..errors import ConfigError, SkillsynthError
-from ..skill import PROFILES
+from ..errors import ConfigError, EvaluationError
+from ..pipeline.skill import PROFILES
 
 __all__ = [
     "GateCheck",
@@ -84,11 +84,11 @@ def load_run(run_dir: str | Path) -> Run:
     """Read a sweep's results folder.
 
     Raises:
-        SkillsynthError: the folder has no ``summary.json`` (the sweep never finished once).
+        EvaluationError: the folder has no ``summary.json`` (the sweep never finished once).
     """
     p = Path(run_dir)
     if not (p / "summary.json").exists():
-        raise SkillsynthError(f"{p} has no summary.json; run `skillsynth sweep` first")
+        raise EvaluationError(f"{p} has no summary.json; run `skillsynth sweep` first")
     summary = json.loads((p / "summary.json").read_text(encoding="utf-8"))
     recs = []
     for pt in summary["points"]:
@@ -455,7 +455,7 @@ def write_baseline(run_dir: str | Path, out: str | Path, *, kpis: Mapping[str, f
     """
     o = Path(out)
     if o.exists() and not overwrite:
-        raise SkillsynthError(f"{o} exists; pass overwrite to replace a committed baseline")
+        raise EvaluationError(f"{o} exists; pass overwrite to replace a committed baseline")
     summary = json.loads((Path(run_dir) / "summary.json").read_text(encoding="utf-8"))
     entries = []
     for pt in summary["points"]:

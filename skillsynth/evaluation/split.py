@@ -28,7 +28,7 @@ from ..corpora.gaiadb import read_gaia_db
 from ..corpora.importing import write_session
 from ..corpora.labels import LabelStore, SessionLabel, labels_path_for
 from ..corpora.records import BadRecord
-from ..errors import SkillsynthError
+from ..errors import EvaluationError
 from ..store import MemoryStore, Procedure
 
 __all__ = ["FAMILY_RULES", "READ_ONLY_PREFIXES", "FamilyRule", "Split", "build_history",
@@ -46,7 +46,7 @@ def family_of(label: SessionLabel, rule: FamilyRule = "task") -> str | None:
     if rule == "task":
         return label.task_id
     if rule != "tools":
-        raise SkillsynthError(f"family rule must be one of {', '.join(FAMILY_RULES)}, "
+        raise EvaluationError(f"family rule must be one of {', '.join(FAMILY_RULES)}, "
                               f"got {rule!r}")
     names = [str(a.get("name")) for a in label.actions] if label.actions else \
         list(label.essential_steps or ())
@@ -90,7 +90,7 @@ def split_attempts(labels: list[SessionLabel], k: int = 3, *,
     is history.
     """
     if k < 1:
-        raise SkillsynthError(f"k must be >= 1, got {k}")
+        raise EvaluationError(f"k must be >= 1, got {k}")
     by_family: dict[str, list[SessionLabel]] = defaultdict(list)
     history: set[str] = set()
     fams: dict[str, str] = {}
@@ -134,11 +134,11 @@ def build_history(corpus_db: str | Path, split: Split, history_db: str | Path) -
     are sessions without tool calls (detection cannot use them).
 
     Raises:
-        SkillsynthError: ``history_db`` exists (a history store is always built fresh).
+        EvaluationError: ``history_db`` exists (a history store is always built fresh).
     """
     out = Path(history_db)
     if out.exists():
-        raise SkillsynthError(f"{out} exists; a history store is built fresh for each run")
+        raise EvaluationError(f"{out} exists; a history store is built fresh for each run")
     n = 0
     with MemoryStore.init(out) as store:
         for rec in read_gaia_db(corpus_db, sessions=split.history):

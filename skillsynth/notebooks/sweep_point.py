@@ -39,16 +39,16 @@ temperature = 0.7              # sampling temperature of repeated live runs
 policy = True                  # give the live agent the world's policy text
 tasks = None                   # only probes of these task ids run live (None: all)
 user = None                    # a simulated user's endpoint {base_url, model, backend} (None: solo)
-backend = {"backend": "local"} # skillsynth.backend.BackendSpec fields
+backend = {"backend": "local"} # skillsynth.models.backend.BackendSpec fields
 out_dir = "eval/results/example/points/manual"
 
 
 # %%
 import pandas as pd
 
-from skillsynth.backend import BackendSpec, open_clients, open_user
 from skillsynth.config import Thresholds
 from skillsynth.evaluation import EvalConfig, run_point
+from skillsynth.models.backend import BackendSpec, open_clients, open_user
 
 cfg = EvalConfig(corpus, strategy=strategy, thresholds=Thresholds().merge(thresholds),
                  k=k, mode=mode, seed=seed, n_boot=n_boot, live=live, step_limit=step_limit,

@@ -30,7 +30,7 @@
 # and shows clusters but no probes); an empty list builds synthetic-8
 corpora = []
 workdir = "eval/results/tuning"  # where the default corpus and the settings file go
-backend = {"backend": "local"}   # skillsynth.backend.BackendSpec fields
+backend = {"backend": "local"}   # skillsynth.models.backend.BackendSpec fields
 similarity_tau = 0.3
 min_occurrences = 2
 min_success_rate = 0.8
@@ -48,12 +48,12 @@ interactive = True               # show widgets when ipywidgets is available
 import contextlib
 from pathlib import Path
 
-from skillsynth.backend import BackendSpec, open_clients
 from skillsynth.config import Thresholds
 from skillsynth.corpora import generate_corpus
-from skillsynth.serve import models_home
-from skillsynth.tuning import write_settings_block
-from skillsynth.tuning_app import TuningApp
+from skillsynth.evaluation.tuning import write_settings_block
+from skillsynth.evaluation.tuning_app import TuningApp
+from skillsynth.models.backend import BackendSpec, open_clients
+from skillsynth.models.serve import default_cache_path
 
 work = Path(workdir)
 work.mkdir(parents=True, exist_ok=True)
@@ -64,7 +64,7 @@ if not corpora:
     corpora = [str(default)]
 stack = contextlib.ExitStack()  # the model servers stay up while you tune
 llm, embedder = stack.enter_context(open_clients(BackendSpec(
-    **({"cache": str(models_home() / "cache.db")} | backend))))
+    **({"cache": str(default_cache_path())} | backend))))
 app = TuningApp(corpora, llm, embedder, k=k, mode=mode)  # goals embedded once per corpus
 start = Thresholds(similarity_tau=similarity_tau, min_occurrences=min_occurrences,
                    min_success_rate=min_success_rate,

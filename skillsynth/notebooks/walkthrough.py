@@ -23,7 +23,7 @@
 # %% tags=["parameters"]
 # Parameters (papermill overrides these)
 workdir = "eval/results/walkthrough"   # everything this notebook writes goes here (rebuilt)
-backend = {"backend": "local"}         # skillsynth.backend.BackendSpec fields
+backend = {"backend": "local"}         # skillsynth.models.backend.BackendSpec fields
 # None: the embedder's calibration (MiniLM: similarity 0.31, recall 0.24, reconcile 0.74);
 # GAIA's 0.82 was set for its 768-d embedder and clusters almost nothing on MiniLM
 similarity_tau = None
@@ -42,16 +42,16 @@ from pathlib import Path
 import pandas as pd
 from IPython.display import Markdown, display
 
-from skillsynth.backend import BackendSpec, open_clients
-from skillsynth.config import load_thresholds
-from skillsynth.serve import models_home
+from skillsynth.config import gaia_memory_disabled, load_thresholds
+from skillsynth.models.backend import BackendSpec, open_clients
+from skillsynth.models.serve import default_cache_path
 
 work = Path(workdir)
 shutil.rmtree(work, ignore_errors=True)
 work.mkdir(parents=True)
 stack = contextlib.ExitStack()  # the model servers live until the last cell
 llm, embedder = stack.enter_context(open_clients(BackendSpec(
-    **({"cache": str(models_home() / "cache.db")} | backend))))
+    **({"cache": str(default_cache_path())} | backend))))
 # the thresholds of this run: GAIA's defaults, the embedder's calibrated taus, our values
 config = load_thresholds(env={}, embedder=embedder.embedder_id, overrides={
     "similarity_tau": similarity_tau, "min_occurrences": min_occurrences})
@@ -91,7 +91,7 @@ pd.Series({"history sessions": n, "probes": len(split.probes),
 # dropped); sessions need `min_steps` successful calls.
 
 # %%
-from skillsynth.detect import extract_sequences
+from skillsynth.pipeline.detect import extract_sequences
 from skillsynth.store import MemoryStore
 
 store = stack.enter_context(MemoryStore.open(work / "history.db"))
@@ -103,7 +103,7 @@ pd.DataFrame([{"session": s.session_id, "goal": s.goal, "calls": s.attempted_cal
 # ## 4. Cluster by goal meaning (average linkage at tau)
 
 # %%
-from skillsynth.cluster import cluster_by_goal
+from skillsynth.pipeline.cluster import cluster_by_goal
 
 clusters = cluster_by_goal(detected.qualified, embedder, config)
 pd.DataFrame([{"size": c.size, "qualified": c.qualified, "success_rate": c.success_rate,
@@ -116,7 +116,7 @@ pd.DataFrame([{"size": c.size, "qualified": c.qualified, "success_rate": c.succe
 # (no arguments or results). The answer becomes a `Skill`, rendered as SKILL.md.
 
 # %%
-from skillsynth.distill import build_messages, distill
+from skillsynth.pipeline.distill import build_messages, distill
 
 first = next(c for c in clusters if c.qualified)
 print(build_messages(first, mode)[-1]["content"])
@@ -134,11 +134,12 @@ display(Markdown("```markdown\n" + d.skill.render("agentskills") + "\n```")
 # the store unchanged; a malformed answer skips its cluster).
 
 # %%
-from skillsynth.embed import check_store_embedder
-from skillsynth.synthesize import synthesize_skills
+from skillsynth.models.embed import check_store_embedder
+from skillsynth.pipeline.synthesize import synthesize_skills
 
 check_store_embedder(store, embedder)
-report = synthesize_skills(store, llm, embedder, config, mode=mode)
+report = synthesize_skills(store, llm, embedder, config, mode=mode,
+                           memory_disabled=gaia_memory_disabled())
 pd.Series({k: v for k, v in report.as_dict().items() if k != "details"})
 
 # %%
@@ -155,8 +156,8 @@ pd.DataFrame([{"id": p.id, "name": p.name, "when_to_use": p.when_to_use,
 # and the skills' tools load first.
 
 # %%
-from skillsynth.inject import inject, tools_for_turn
-from skillsynth.recall import recall, skill_from_procedure
+from skillsynth.pipeline.inject import inject, tools_for_turn
+from skillsynth.pipeline.recall import recall, skill_from_procedure
 
 goals = MemoryStore.open(gen.db_path, read_only=True).first_user_turns(
     [p.session_id for p in split.probes])
@@ -181,8 +182,8 @@ print("tools loaded:", tools_for_turn(["query_documents"], skills, ["search_file
 # GAIA's #691 profile and agentskills.io's (re-read with the reference parser, skills-ref).
 
 # %%
-from skillsynth.export import export_skill
-from skillsynth.skill import validate_dir
+from skillsynth.pipeline.export import export_skill
+from skillsynth.pipeline.skill import validate_dir
 
 for proc in store.procedures()[:1]:
     for profile in ("gaia691", "agentskills"):

@@ -1,0 +1,11 @@
+"""Model access: the OpenAI-compatible chat client (``llm``), the embedder (``embed``), the
+call cache (``cache``), the embedded llama-server models (``serve``, ``chat_models``) and the
+backend choice (``backend``: Lemonade or the embedded servers). The contracts the stages are
+written against are in :mod:`skillsynth.protocols`.
+"""
+
+from .cache import CallCache
+from .embed import Embedder
+from .llm import ChatClient, Endpoint
+
+__all__ = ["CallCache", "ChatClient", "Embedder", "Endpoint"]

@@ -1,0 +1,428 @@
+"""The one OpenAI-compatible model client: Lemonade in production, the embedded servers here.
+
+Backends are configuration (an :class:`Endpoint`), never a guess: skillsynth does not
+fall back from one server or model to another. Every failure is typed:
+
+* unreachable, timed out, or 5xx after ``max_retries`` retries -> :class:`LLMUnavailable`;
+* the configured model is not served -> :class:`ModelNotFound`, with the command that
+  pulls (Lemonade) or prepares (local) it;
+* a body that is not what the API promises -> :class:`MalformedResponse`.
+
+llama-server answers with its one loaded model whatever ``model`` a request names, so the
+client checks the configured model against ``/models`` itself before its first call.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, Self
+
+import httpx
+
+from ..errors import LLMError, LLMUnavailable, MalformedResponse, ModelNotFound
+from .cache import CallCache, cache_key
+
+__all__ = [
+    "LEMONADE_BASE_URL",
+    "LEMONADE_CHAT_MODEL",
+    "LEMONADE_EMBED_MODEL",
+    "Backend",
+    "ChatClient",
+    "ChatResult",
+    "Endpoint",
+    "ModelConnection",
+    "tool_calls_in_content",
+]
+
+Backend = Literal["lemonade", "local"]
+#: Lemonade Server's default base URL (v10.1 and later; port 8000 before).
+LEMONADE_BASE_URL = "http://localhost:13305/api/v1"
+#: The production chat model (#887).
+LEMONADE_CHAT_MODEL = "Gemma-4-E4B-it-GGUF"
+#: GAIA's embedder on Lemonade (768-d).
+LEMONADE_EMBED_MODEL = "user.embeddinggemma-300m-GGUF"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where one model is served and how patiently to talk to it.
+
+    Attributes:
+        backend: ``"lemonade"`` or ``"local"`` (the embedded llama-server).
+        base_url: the OpenAI-compatible root (``.../api/v1`` or ``.../v1``).
+        model: the model id the server must list under ``/models``.
+        api_key: sent as ``Authorization: Bearer``; never printed.
+        timeout_s: read timeout per request. Lemonade's first request to a model it has not
+            downloaded can take minutes; raise this for that case rather than retrying.
+        connect_timeout_s: how long to wait for the TCP connection.
+        max_retries: retries after a connection failure, timeout or 5xx (then give up).
+        retry_backoff_s: first pause between retries; doubles each time.
+    """
+
+    backend: Backend
+    base_url: str
+    model: str
+    api_key: str | None = field(default=None, repr=False)
+    timeout_s: float = 300.0
+    connect_timeout_s: float = 5.0
+    max_retries: int = 2
+    retry_backoff_s: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.backend not in ("lemonade", "local"):
+            raise LLMError(f"unknown backend {self.backend!r}; use 'lemonade' or 'local'")
+        if not self.base_url.startswith(("http://", "https://")):
+            raise LLMError(f"base_url {self.base_url!r} must start with http:// or https://")
+        if not self.model:
+            raise LLMError("an endpoint needs a model id", base_url=self.base_url)
+        if self.max_retries < 0 or self.timeout_s <= 0 or self.connect_timeout_s <= 0:
+            raise LLMError("timeouts must be positive and max_retries >= 0",
+                           base_url=self.base_url)
+        object.__setattr__(self, "base_url", self.base_url.rstrip("/"))
+
+    @classmethod
+    def lemonade(cls, model: str = LEMONADE_CHAT_MODEL, *, base_url: str | None = None,
+                 env: Mapping[str, str] | None = None, **kwargs: Any) -> Endpoint:
+        """A Lemonade endpoint; ``LEMONADE_BASE_URL`` and ``LEMONADE_API_KEY`` apply."""
+        environ = os.environ if env is None else env
+        url = base_url or environ.get("LEMONADE_BASE_URL") or LEMONADE_BASE_URL
+        return cls("lemonade", url, model, api_key=environ.get("LEMONADE_API_KEY"), **kwargs)
+
+    def with_(self, **changes: Any) -> Endpoint:
+        """A copy with some fields replaced (e.g. a longer timeout)."""
+        return replace(self, **changes)
+
+    @property
+    def how_to_get_model(self) -> str:
+        """The command that makes :attr:`model` available on this backend."""
+        if self.backend == "lemonade":
+            return f"lemonade-server pull {self.model}"
+        return "skillsynth models prepare"
+
+
+class ModelConnection:
+    """HTTP to one endpoint: retries, error translation, request counting.
+
+    ``transport`` is for tests that count requests; normal use leaves it None.
+    """
+
+    def __init__(self, endpoint: Endpoint, *, transport: httpx.BaseTransport | None = None):
+        self.endpoint = endpoint
+        headers = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
+        self._http = httpx.Client(
+            base_url=endpoint.base_url, headers=headers, transport=transport,
+            timeout=httpx.Timeout(endpoint.timeout_s, connect=endpoint.connect_timeout_s))
+        #: HTTP requests actually sent (retries included); cache hits send none.
+        self.requests_sent = 0
+        self._model_checked = False
+
+    def close(self) -> None:
+        """Close the HTTP client."""
+        self._http.close()
+
+    def _err(self, cls: type[LLMError], message: str) -> LLMError:
+        e = self.endpoint
+        return cls(f"{e.backend} at {e.base_url} (model {e.model}): {message}",
+                   base_url=e.base_url, model=e.model)
+
+    def request(self, method: str, path: str, payload: Any = None) -> Any:
+        """Send one request (retrying transient failures) and return the decoded JSON."""
+        e = self.endpoint
+        attempts = e.max_retries + 1
+        last = ""
+        for attempt in range(attempts):
+            if attempt:
+                time.sleep(e.retry_backoff_s * 2 ** (attempt - 1))
+            self.requests_sent += 1
+            try:
+                resp = self._http.request(method, path, json=payload)
+            except (httpx.TransportError, httpx.TimeoutException) as exc:
+                last = f"{type(exc).__name__}: {exc}"
+                continue
+            if resp.status_code >= 500 and not self._is_model_error(resp):
+                last = f"HTTP {resp.status_code}: {resp.text[:300]}"
+                continue
+            return self._decode(resp, path)
+        hint = ("start Lemonade Server" if e.backend == "lemonade"
+                else "start the embedded servers (`skillsynth models serve`)")
+        raise self._err(LLMUnavailable, f"no usable answer from {path} after {attempts} "
+                        f"attempt(s); last: {last}. Is the server running? ({hint})")
+
+    @staticmethod
+    def _error_code(resp: httpx.Response) -> tuple[str, str]:
+        try:
+            body = resp.json()
+        except ValueError:
+            return "", resp.text[:300]
+        err = body.get("error") if isinstance(body, dict) else None
+        if isinstance(err, dict):
+            return str(err.get("code") or err.get("type") or ""), str(err.get("message") or "")
+        return "", str(err or body)[:300]
+
+    def _is_model_error(self, resp: httpx.Response) -> bool:
+        code, _ = self._error_code(resp)
+        return code in ("model_not_found", "model_load_error")
+
+    def _decode(self, resp: httpx.Response, path: str) -> Any:
+        if resp.status_code >= 400:
+            code, message = self._error_code(resp)
+            if code == "model_not_found" or (resp.status_code == 404 and "model" in
+                                             message.lower()):
+                raise self._err(ModelNotFound, f"model not served ({message or code}); run "
+                                f"`{self.endpoint.how_to_get_model}`")
+            if code == "model_load_error":
+                raise self._err(LLMUnavailable, f"the server could not load the model: "
+                                f"{message}")
+            if resp.status_code in (401, 403):
+                raise self._err(LLMError, f"HTTP {resp.status_code} from {path}: check "
+                                "LEMONADE_API_KEY")
+            raise self._err(LLMError, f"HTTP {resp.status_code} from {path}: "
+                            f"{message or resp.text[:300]}")
+        try:
+            return resp.json()
+        except ValueError as exc:
+            raise self._err(MalformedResponse, f"{path} answered non-JSON: "
+                            f"{resp.text[:200]!r}") from exc
+
+    def model_ids(self) -> list[str]:
+        """The model ids ``/models`` lists (OpenAI ``data[].id``; llama-server aliases too)."""
+        body = self.request("GET", "/models")
+        data = body.get("data") if isinstance(body, dict) else None
+        if not isinstance(data, list):
+            raise self._err(MalformedResponse, f"/models has no data list: {str(body)[:200]}")
+        ids: list[str] = []
+        for m in data:
+            if isinstance(m, dict) and isinstance(m.get("id"), str):
+                ids.append(m["id"])
+                ids += [a for a in m.get("aliases") or [] if isinstance(a, str)]
+        return list(dict.fromkeys(ids))
+
+    def ensure_model(self) -> None:
+        """Fail with :class:`ModelNotFound` unless the configured model is served."""
+        if self._model_checked:
+            return
+        ids = self.model_ids()
+        if self.endpoint.model not in ids:
+            raise self._err(ModelNotFound, f"not among the served models {ids}; run "
+                            f"`{self.endpoint.how_to_get_model}` or configure one of those")
+        self._model_checked = True
+
+    def health(self) -> dict[str, Any]:
+        """The server's ``/health`` answer (Lemonade lists ``all_models_loaded``)."""
+        body = self.request("GET", "/health")  # llama-server also answers /v1/health
+        if not isinstance(body, dict):
+            raise self._err(MalformedResponse, f"/health answered {str(body)[:200]}")
+        return body
+
+
+@dataclass(frozen=True)
+class ChatResult:
+    """One chat completion.
+
+    Attributes:
+        content: the assistant text (None when the model only called tools).
+        tool_calls: OpenAI-shaped tool calls (``function.name``, ``function.arguments``).
+        finish_reason: ``stop``, ``length`` or ``tool_calls``.
+        usage: token counts as the server reported them.
+        model: the model id the request was made for.
+        cached: answered from the call cache (no request sent).
+    """
+
+    content: str | None
+    tool_calls: tuple[dict[str, Any], ...]
+    finish_reason: str | None
+    usage: dict[str, Any]
+    model: str
+    cached: bool = False
+
+    @property
+    def completion_tokens(self) -> int:
+        """Generated tokens (0 when the server did not say)."""
+        return int(self.usage.get("completion_tokens") or 0)
+
+
+def _json_values(text: str) -> list[Any]:
+    """Every JSON object or array that starts at a ``{`` or ``[`` in ``text``, in order."""
+    decoder, out, i = json.JSONDecoder(), [], 0
+    while i < len(text):
+        if text[i] in "{[":
+            try:
+                value, end = decoder.raw_decode(text, i)
+            except json.JSONDecodeError:
+                i += 1
+                continue
+            out.append(value)
+            i = end
+        else:
+            i += 1
+    return out
+
+
+def tool_calls_in_content(content: str | None, tools: Sequence[str] | None
+                          ) -> tuple[dict[str, Any], ...]:
+    """Tool calls a model wrote as JSON text in ``content`` instead of ``tool_calls``.
+
+    Small local models (Qwen2.5-Coder 0.5B/1.5B under llama-server) answer a function-calling
+    request with ``{"name": ..., "arguments": {...}}`` as text, bare, in a code fence or in
+    ``<tool_call>`` tags. Such an object (or a list of them) counts as a call only when its
+    name is one of the offered ``tools``; anything else stays a text answer. Returned in the
+    OpenAI shape (``function.arguments`` a JSON string), with ids ``content_call_N``.
+    ``tools=None`` finds call-shaped objects naming any tool (a string ``name`` beside
+    ``arguments`` or ``parameters``): what the agent counts as calls to tools it was not offered.
+    """
+    if not content or tools is not None and not tools:
+        return ()
+    offered = None if tools is None else set(tools)
+    found: list[dict[str, Any]] = []
+    for value in _json_values(content):
+        for obj in value if isinstance(value, list) else [value]:
+            if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
+                continue
+            if offered is None and not ("arguments" in obj or "parameters" in obj) \
+                    or offered is not None and obj["name"] not in offered:
+                continue
+            args = obj.get("arguments", obj.get("parameters", {}))
+            if isinstance(args, str):
+                try:
+                    args = json.loads(args)
+                except json.JSONDecodeError:
+                    pass
+            text = args if isinstance(args, str) else json.dumps(args)
+            found.append({"id": f"content_call_{len(found)}", "type": "function",
+                          "function": {"name": obj["name"], "arguments": text}})
+    return tuple(found)
+
+
+class ChatClient:
+    """Chat completions against one :class:`Endpoint`, through an optional call cache."""
+
+    def __init__(self, endpoint: Endpoint, *, cache: CallCache | None = None,
+                 transport: httpx.BaseTransport | None = None):
+        self.endpoint = endpoint
+        self.cache = cache
+        self.conn = ModelConnection(endpoint, transport=transport)
+        #: completions requested from the server (cache hits excluded).
+        self.calls = 0
+        #: completions answered by the call cache (``cached`` lookups excluded).
+        self.cache_hits = 0
+        #: the latest answer :meth:`chat` returned (its usage, for benchmarks).
+        self.last: ChatResult | None = None
+
+    def close(self) -> None:
+        """Close the HTTP client (the cache belongs to the caller)."""
+        self.conn.close()
+
+    def ensure_ready(self) -> None:
+        """Fail with a typed error unless the server is up and serves the configured model."""
+        self.conn.ensure_model()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def chat(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        temperature: float = 0.0,
+        max_tokens: int = 512,
+        stop: Sequence[str] | None = None,
+        json_schema: Mapping[str, Any] | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        seed: int | None = None,
+        prompt_version: str = "",
+    ) -> ChatResult:
+        """One completion.
+
+        Args:
+            messages: OpenAI chat messages.
+            temperature: sampling temperature (GAIA distils at 0.1).
+            max_tokens: generation cap.
+            stop: stop sequences.
+            json_schema: constrain the answer to this JSON schema (sent in the nested
+                ``response_format`` form that Lemonade passes through; bound every string and
+                array in it, small models loop otherwise).
+            tools: OpenAI function-calling tool specs.
+            seed: sampling seed, where the server honours one.
+            prompt_version: the version of the prompt template; part of the cache key.
+
+        Raises:
+            LLMUnavailable, ModelNotFound, MalformedResponse: see the module docstring.
+        """
+        payload, key = self._payload(messages, temperature=temperature, max_tokens=max_tokens,
+                                     stop=stop, json_schema=json_schema, tools=tools, seed=seed,
+                                     prompt_version=prompt_version)
+        if key is not None and self.cache is not None:
+            hit = self.cache.get(key)
+            if hit is not None:
+                self.cache_hits += 1
+                self.last = replace(self._parse(json.loads(hit)), cached=True)
+                return self.last
+        self.conn.ensure_model()
+        body = self.conn.request("POST", "/chat/completions", payload)
+        self.calls += 1
+        result = self._parse(body)
+        if key is not None and self.cache is not None:
+            stored = self.cache.put(key, json.dumps(body).encode("utf-8"), kind="chat",
+                                    model=self.endpoint.model)
+            result = self._parse(json.loads(stored))  # the first stored answer wins
+        self.last = result
+        return result
+
+    def cached(self, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> ChatResult | None:
+        """The cached answer :meth:`chat` would return for these arguments, or None.
+
+        Never sends a request (the tuning views use it to show only what is already known).
+        """
+        _, key = self._payload(messages, **kwargs)
+        if key is None or self.cache is None:
+            return None
+        hit = self.cache.get(key)
+        return None if hit is None else replace(self._parse(json.loads(hit)), cached=True)
+
+    def _payload(self, messages: Sequence[Mapping[str, Any]], *, temperature: float = 0.0,
+                 max_tokens: int = 512, stop: Sequence[str] | None = None,
+                 json_schema: Mapping[str, Any] | None = None,
+                 tools: Sequence[Mapping[str, Any]] | None = None, seed: int | None = None,
+                 prompt_version: str = "") -> tuple[dict[str, Any], str | None]:
+        """The request body and its cache key (None without a cache)."""
+        payload: dict[str, Any] = {"model": self.endpoint.model, "messages": list(messages),
+                                   "temperature": temperature, "max_tokens": max_tokens,
+                                   "stream": False}
+        if stop:
+            payload["stop"] = list(stop)
+        if json_schema is not None:
+            payload["response_format"] = {"type": "json_schema",
+                                          "json_schema": {"name": "answer",
+                                                          "schema": dict(json_schema)}}
+        if tools:
+            payload["tools"] = list(tools)
+        if seed is not None:
+            payload["seed"] = seed
+        key = None
+        if self.cache is not None:
+            key = cache_key(kind="chat", backend=self.endpoint.backend, model=self.endpoint.model,
+                            prompt_version=prompt_version,
+                            request={k: v for k, v in payload.items() if k != "stream"})
+        return payload, key
+
+    def _parse(self, body: Any) -> ChatResult:
+        try:
+            choice = body["choices"][0]
+            msg = choice["message"]
+            content = msg.get("content")
+            calls = tuple(msg.get("tool_calls") or ())
+        except (KeyError, IndexError, TypeError) as exc:
+            raise self.conn._err(MalformedResponse, "chat completion without "
+                                 f"choices[0].message: {str(body)[:200]}") from exc
+        if content is not None and not isinstance(content, str):
+            raise self.conn._err(MalformedResponse, f"message content is {type(content)}")
+        return ChatResult(content=content, tool_calls=calls,
+                          finish_reason=choice.get("finish_reason"),
+                          usage=dict(body.get("usage") or {}), model=self.endpoint.model)

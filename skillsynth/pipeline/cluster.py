@@ -1,0 +1,307 @@
+"""Cluster: group detected sequences by the meaning of their goals, then qualify clusters.
+
+Three methods over the same unit-length goal embeddings:
+
+* ``agglomerative`` (default; #887's "agglomerate at cosine >= SIMILARITY_TAU"): average
+  linkage (``complete`` optional) cut at distance ``1 - tau``. For scale, a FAISS range
+  search first links every pair with cosine >= tau; average and complete linkage can only
+  merge inside those connected components, so exact linkage runs per component. Above
+  :data:`EXACT_GRAPH_LIMIT` sessions the search uses an IVF index (an approximation that can
+  miss pairs across unprobed cells; the benchmark prints the time it saves).
+* ``hdbscan``: density clustering on the same vectors (noise points become singletons).
+* ``gaia-greedy``: GAIA's shipped seed clustering, the peer to beat: sessions sorted by
+  normalised goal text, each joins the first seed with cosine >= tau or becomes a seed.
+* ``per-session``: no clustering; every session is its own cluster (the CortexPrism peer,
+  which extracts a skill from each session and deduplicates afterwards). No embedding.
+
+Qualification: at least ``min_occurrences`` sessions and a success rate of at least
+``min_success_rate``. The rate is per *call* by default (GAIA's definition: successful /
+attempted calls over the members), or per *session* (members whose session succeeded);
+every :class:`Cluster` records which was used.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from ..config import Thresholds
+from ..errors import ConfigError, EmbedderError, PipelineError
+from ..models.embed import Embeds
+from .detect import SessionSequence
+
+__all__ = [
+    "METHODS",
+    "Cluster",
+    "Method",
+    "RateDefinition",
+    "cluster_by_goal",
+    "embed_goals",
+    "normalise_goal",
+    "requalify",
+]
+
+Method = Literal["agglomerative", "hdbscan", "gaia-greedy", "per-session"]
+RateDefinition = Literal["calls", "session"]
+METHODS: tuple[Method, ...] = ("agglomerative", "hdbscan", "gaia-greedy", "per-session")
+
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Sessions whose goals mean the same thing, and whether they qualify for distillation.
+
+    Attributes:
+        members: the sequences, in input order.
+        method: the clustering method that produced it.
+        rate_definition: ``"calls"`` (GAIA) or ``"session"``.
+        success_rate: under ``rate_definition``.
+        qualified: size and success rate meet the thresholds.
+        reason: why it does not qualify (empty when it does).
+    """
+
+    members: tuple[SessionSequence, ...]
+    method: str
+    rate_definition: str
+    success_rate: float
+    qualified: bool
+    reason: str = ""
+
+    @property
+    def size(self) -> int:
+        """Distinct sessions in the cluster."""
+        return len(self.members)
+
+    @property
+    def session_ids(self) -> tuple[str, ...]:
+        """Member session ids (what provenance lists)."""
+        return tuple(m.session_id for m in self.members)
+
+    @property
+    def goals(self) -> tuple[str, ...]:
+        """Member goals (the phrasings a distillation prompt shows)."""
+        return tuple(m.goal or "" for m in self.members)
+
+    @property
+    def successful_sessions(self) -> int:
+        """Members whose session succeeded."""
+        return sum(1 for m in self.members if m.succeeded)
+
+    def representative(self) -> SessionSequence:
+        """The successful member with the shortest successful span (ties: earliest)."""
+        ok = [m for m in self.members if m.succeeded] or list(self.members)
+        return min(ok, key=lambda m: m.successful_calls)
+
+
+def normalise_goal(text: str) -> str:
+    """Lowercase, punctuation to spaces, whitespace collapsed (GAIA's sort key)."""
+    return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
+
+
+def embed_goals(sequences: Sequence[SessionSequence], embedder: Embeds) -> np.ndarray:
+    """Unit-length goal embeddings, one row per sequence (goals must be present)."""
+    goals = []
+    for s in sequences:
+        if s.goal is None:
+            raise PipelineError(f"session {s.session_id} has no goal; cluster only "
+                                  "DetectReport.qualified sequences")
+        goals.append(s.goal)
+    return embedder.embed(goals, kind="document", progress=len(goals) > 256)
+
+
+def _check_vectors(vectors: np.ndarray, n: int) -> np.ndarray:
+    v = np.ascontiguousarray(vectors, dtype=np.float32)
+    if v.ndim != 2 or v.shape[0] != n:
+        raise EmbedderError(f"expected {n} embeddings, got an array of shape {v.shape}")
+    if n and not np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-3):
+        raise EmbedderError("goal embeddings must be L2-normalised")
+    return v
+
+
+#: Above this many sessions the tau graph is found with an IVF index (approximate: a pair
+#: whose vectors fall in cells that are not probed is missed) instead of an exact scan.
+EXACT_GRAPH_LIMIT = 20_000
+
+
+def _components(v: np.ndarray, tau: float, *, exact_limit: int = EXACT_GRAPH_LIMIT
+                ) -> list[list[int]]:
+    """Connected components of the graph 'cosine >= tau' (FAISS range search)."""
+    import faiss
+
+    n, d = v.shape
+    index: Any
+    if n <= exact_limit:
+        index = faiss.IndexFlatIP(d)
+    else:
+        nlist = int(4 * np.sqrt(n))
+        ivf = faiss.IndexIVFFlat(faiss.IndexFlatIP(d), d, nlist, faiss.METRIC_INNER_PRODUCT)
+        rng = np.random.default_rng(0)
+        ivf.train(v[rng.choice(n, size=min(n, 40 * nlist), replace=False)])
+        ivf.nprobe = 16
+        index = ivf
+    index.add(v)
+    lims, _, ids = index.range_search(v, float(tau) - 1e-6)
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    graph = csr_matrix((np.ones(len(ids), dtype=np.int8), ids.astype(np.int64), lims),
+                       shape=(n, n))
+    _, labels = connected_components(graph, directed=True, connection="weak")
+    groups: dict[int, list[int]] = {}
+    for i, lab in enumerate(labels.tolist()):
+        groups.setdefault(lab, []).append(i)
+    return list(groups.values())
+
+
+def _agglomerative(v: np.ndarray, tau: float, linkage: str) -> list[list[int]]:
+    from scipy.cluster.hierarchy import fcluster
+    from scipy.cluster.hierarchy import linkage as scipy_linkage
+
+    out: list[list[int]] = []
+    for comp in _components(v, tau):
+        if len(comp) == 1:
+            out.append(comp)
+            continue
+        sub = v[comp]
+        dist = np.clip(1.0 - sub @ sub.T, 0.0, 2.0)
+        condensed = dist[np.triu_indices(len(comp), k=1)]
+        z = scipy_linkage(condensed, method=linkage)
+        labels = fcluster(z, t=1.0 - tau + 1e-9, criterion="distance")
+        groups: dict[int, list[int]] = {}
+        for idx, lab in zip(comp, labels, strict=True):
+            groups.setdefault(int(lab), []).append(idx)
+        out.extend(groups.values())
+    return out
+
+
+def _hdbscan(v: np.ndarray, min_size: int) -> list[list[int]]:
+    import hdbscan
+
+    if v.shape[0] < 2:
+        return [[i] for i in range(v.shape[0])]
+    # min_samples=1: clusters of min_occurrences (3) sessions are the normal case here, and
+    # the default min_samples (= min_cluster_size) turns such small groups into noise.
+    # Euclidean distance on unit vectors is monotone in cosine.
+    labels = hdbscan.HDBSCAN(min_cluster_size=max(2, min_size), min_samples=1,
+                             metric="euclidean", allow_single_cluster=True
+                             ).fit_predict(v.astype(np.float64))
+    groups: dict[int, list[int]] = {}
+    out: list[list[int]] = []
+    for i, lab in enumerate(labels):
+        if lab < 0:
+            out.append([i])
+        else:
+            groups.setdefault(int(lab), []).append(i)
+    return list(groups.values()) + out
+
+
+def _gaia_greedy(v: np.ndarray, goals: Sequence[str], tau: float) -> list[list[int]]:
+    order = sorted(range(len(goals)), key=lambda i: (normalise_goal(goals[i]), i))
+    seeds: list[int] = []
+    groups: list[list[int]] = []
+    for i in order:
+        for g, seed in enumerate(seeds):
+            if float(v[i] @ v[seed]) >= tau:
+                groups[g].append(i)
+                break
+        else:
+            seeds.append(i)
+            groups.append([i])
+    return groups
+
+
+def _rate(members: Sequence[SessionSequence], definition: RateDefinition) -> float:
+    if definition == "calls":
+        attempted = sum(m.attempted_calls for m in members)
+        return sum(m.successful_calls for m in members) / attempted if attempted else 0.0
+    return sum(1 for m in members if m.succeeded) / len(members)
+
+
+def cluster_by_goal(
+    sequences: Sequence[SessionSequence],
+    embedder: Embeds | None,
+    config: Thresholds,
+    method: Method = "agglomerative",
+    *,
+    embeddings: np.ndarray | None = None,
+    linkage: Literal["average", "complete"] = "average",
+    rate: RateDefinition = "calls",
+) -> list[Cluster]:
+    """Cluster sequences by goal and qualify each cluster.
+
+    Args:
+        sequences: detected sequences with goals (``DetectReport.qualified``).
+        embedder: embeds the goals; may be None when ``embeddings`` are given.
+        config: ``similarity_tau``, ``min_occurrences``, ``min_success_rate``.
+        method: ``agglomerative``, ``hdbscan``, ``gaia-greedy`` or ``per-session``.
+        embeddings: precomputed unit-length goal vectors, one row per sequence.
+        linkage: for ``agglomerative``.
+        rate: ``"calls"`` (GAIA's per-call rate, the default) or ``"session"``.
+
+    Returns:
+        Clusters, qualified ones first, each sorted by size (largest first).
+    """
+    if method not in METHODS:
+        raise ConfigError(f"unknown cluster method {method!r}; choose one of "
+                              f"{', '.join(METHODS)}")
+    if linkage not in ("average", "complete"):
+        raise ConfigError(f"linkage must be 'average' or 'complete', got {linkage!r}",
+                          key="linkage")
+    if rate not in ("calls", "session"):
+        raise ConfigError(f"rate must be 'calls' or 'session', got {rate!r}", key="rate")
+    seqs = list(sequences)
+    if not seqs:
+        return []
+    if method == "per-session":
+        return _qualify([[i] for i in range(len(seqs))], seqs, config, method, rate)
+    if embeddings is None:
+        if embedder is None:
+            raise PipelineError("cluster_by_goal needs an embedder or embeddings=")
+        embeddings = embed_goals(seqs, embedder)
+    v = _check_vectors(embeddings, len(seqs))
+    tau = config.similarity_tau
+    if method == "agglomerative":
+        groups = _agglomerative(v, tau, linkage)
+    elif method == "hdbscan":
+        groups = _hdbscan(v, config.min_occurrences)
+    else:
+        groups = _gaia_greedy(v, [s.goal or "" for s in seqs], tau)
+    return _qualify(groups, seqs, config, method, rate)
+
+
+def _judge(members: tuple[SessionSequence, ...], config: Thresholds, method: str,
+           rate: RateDefinition) -> Cluster:
+    r = _rate(members, rate)
+    reasons = []
+    if len(members) < config.min_occurrences:
+        reasons.append(f"{len(members)} session(s) < min_occurrences {config.min_occurrences}")
+    if r < config.min_success_rate:
+        reasons.append(f"success rate {r:.2f} ({rate}) < min_success_rate "
+                       f"{config.min_success_rate}")
+    return Cluster(members, method, rate, r, not reasons, "; ".join(reasons))
+
+
+def _sorted(clusters: list[Cluster]) -> list[Cluster]:
+    clusters.sort(key=lambda c: (not c.qualified, -c.size))
+    return clusters
+
+
+def _qualify(groups: list[list[int]], seqs: Sequence[SessionSequence], config: Thresholds,
+             method: str, rate: RateDefinition) -> list[Cluster]:
+    return _sorted([_judge(tuple(seqs[i] for i in sorted(g)), config, method, rate)
+                    for g in groups])
+
+
+def requalify(clusters: Sequence[Cluster], config: Thresholds) -> list[Cluster]:
+    """The same groups judged again under ``config`` (min_occurrences, min_success_rate).
+
+    Grouping depends only on the method and tau; a view that moves the other sliders
+    re-judges groups it already has instead of clustering again.
+    """
+    rates: dict[str, RateDefinition] = {"calls": "calls", "session": "session"}
+    return _sorted([_judge(c.members, config, c.method, rates[c.rate_definition])
+                    for c in clusters])

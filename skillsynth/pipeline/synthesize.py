@@ -1,0 +1,180 @@
+"""The synthesis pass: detect -> cluster -> distill -> reconcile, with #887's fail-loud floors.
+
+Floors (the seed's off-state table):
+
+* memory disabled (``GAIA_MEMORY_DISABLED=1``): nothing happens, nothing is read;
+* synthesis disabled (``enabled: false``): the pass is skipped and logged; stored
+  procedures stay recallable;
+* LLM unavailable: the whole pass is skipped and logged, the store unchanged (the model is
+  probed before anything is written; a failure mid-pass rolls back the pass's writes);
+* malformed model output: that cluster is skipped and logged, the others go on; a skill
+  naming a tool its runs never called (ungrounded) is malformed and counted apart;
+* embedder failure: raised (clustering without embeddings would be guessing).
+
+Never a smaller-model or other-backend swap.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..config import Thresholds
+from ..errors import LLMError, MalformedSkill, UngroundedSkill
+from ..protocols import ChatModel, Embeds
+from ..store import MemoryStore
+from .cluster import Method, RateDefinition, cluster_by_goal
+from .detect import Watermark, extract_sequences
+from .distill import DistillMode, distill
+from .reconcile import reconcile_and_store
+
+__all__ = ["PassReport", "synthesize_skills"]
+
+log = logging.getLogger("skillsynth.pipeline.synthesize")
+
+
+
+@dataclass(frozen=True)
+class PassReport:
+    """Counts of one pass, and why anything was skipped.
+
+    Of the ``distilled + ungrounded`` answers that parsed into a skill, ``ungrounded`` named
+    a tool the cluster never called (rejected); ``repaired`` were kept after the one repair
+    rule (a repeated tool dropped); ``duplicate_names`` were renamed because an active
+    procedure had their name. ``llm_calls`` and ``cache_hits`` together count every
+    distillation answer, malformed ones included, so a warm re-run counts what a cold one did.
+    ``would_distill``: a dry run's clusters that would be distilled, as member session ids.
+    """
+
+    status: Literal["ran", "memory-disabled", "synthesis-disabled", "llm-unavailable",
+                    "dry-run"]
+    sessions: int = 0
+    sessions_without_goal: int = 0
+    clusters: int = 0
+    qualified: int = 0
+    distilled: int = 0
+    added: int = 0
+    updated: int = 0
+    noop: int = 0
+    ungrounded: int = 0
+    repaired: int = 0
+    duplicate_names: int = 0
+    skipped: tuple[tuple[str, str], ...] = ()
+    llm_calls: int = 0
+    cache_hits: int = 0
+    procedure_ids: tuple[str, ...] = ()
+    message: str = ""
+    would_distill: tuple[tuple[str, ...], ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready (``skillsynth synthesize --json``)."""
+        from dataclasses import asdict
+
+        return asdict(self)
+
+
+def synthesize_skills(
+    store: MemoryStore,
+    llm: ChatModel,
+    embedder: Embeds,
+    config: Thresholds,
+    *,
+    method: Method = "agglomerative",
+    rate: RateDefinition = "calls",
+    mode: DistillMode = "yaml",
+    watermark: Watermark | None = None,
+    outcomes: Mapping[str, bool] | None = None,
+    memory_disabled: bool = False,
+    dry_run: bool = False,
+) -> PassReport:
+    """Run one synthesis pass over ``store``.
+
+    Args:
+        store: a writable memory database (read-only only with ``dry_run``).
+        llm: the chat model (:class:`~skillsynth.protocols.ChatModel`).
+        embedder: an :class:`~skillsynth.models.embed.Embedder`.
+        config: the run's thresholds.
+        method, rate: passed to :func:`~skillsynth.pipeline.cluster.cluster_by_goal`.
+        mode: ``yaml`` (free-form) or ``json`` (schema-constrained) distillation.
+        watermark: read only sessions new since the last pass.
+        outcomes: session success labels, where known.
+        memory_disabled: GAIA's memory is off (``GAIA_MEMORY_DISABLED=1``, read by the
+            caller at the edge: :func:`~skillsynth.config.gaia_memory_disabled`).
+        dry_run: detect, cluster and report what would be distilled; no LLM call, no write.
+    """
+    if memory_disabled:
+        log.info("memory disabled (GAIA_MEMORY_DISABLED=1): synthesis does nothing")
+        return PassReport("memory-disabled", message="GAIA_MEMORY_DISABLED=1")
+    if not config.enabled:
+        log.warning("skill synthesis disabled in config: pass skipped; stored procedures "
+                    "stay recallable")
+        return PassReport("synthesis-disabled", message="skill_synthesis.enabled is false")
+    detected = extract_sequences(store, config, watermark=watermark, outcomes=outcomes,
+                                 advance=False)
+    clusters = cluster_by_goal(detected.qualified, embedder, config, method, rate=rate)
+    qualified = [c for c in clusters if c.qualified]
+    todo = qualified[: config.max_clusters_per_pass]
+    base: dict[str, Any] = {
+        "sessions": detected.sessions_read, "sessions_without_goal": len(detected.without_goal),
+        "clusters": len(clusters), "qualified": len(qualified)}
+    over = [("cluster", (f"{len(qualified) - len(todo)} qualified cluster(s) over "
+             f"max_clusters_per_pass {config.max_clusters_per_pass}"))] \
+        if len(qualified) > len(todo) else []
+    if dry_run:
+        return PassReport("dry-run", **base, skipped=tuple(over),
+                          would_distill=tuple(tuple(c.session_ids) for c in todo))
+    calls_before, hits_before = llm.calls, llm.cache_hits
+    try:
+        if todo:
+            llm.ensure_ready()  # probe before writing anything
+        skipped = list(over)
+        added = updated = noop = distilled = ungrounded = repaired = renamed = 0
+        ids: list[str] = []
+        with store.transaction():
+            for c in todo:
+                label = ",".join(c.session_ids[:3]) + ("…" if c.size > 3 else "")
+                try:
+                    d = distill(c, llm, config, mode)
+                except UngroundedSkill as exc:
+                    log.warning("cluster [%s]: ungrounded skill rejected: %s", label, exc)
+                    skipped.append((label, f"ungrounded: {exc}"))
+                    ungrounded += 1
+                    continue
+                except MalformedSkill as exc:
+                    log.warning("cluster [%s]: malformed model output skipped: %s", label, exc)
+                    skipped.append((label, f"malformed: {exc}"))
+                    continue
+                if d.skill is None:
+                    log.info("cluster [%s]: the model answered SKIP", label)
+                    skipped.append((label, "model answered SKIP"))
+                    continue
+                distilled += 1
+                repaired += bool(d.repairs)
+                r = reconcile_and_store(d.skill, c, store, embedder, config)
+                if r.renamed_from:
+                    log.info("cluster [%s]: name %s taken by an active procedure: stored as "
+                             "its next free variant", label, r.renamed_from)
+                    renamed += 1
+                if r.action == "ADD":
+                    added += 1
+                elif r.action == "UPDATE":
+                    updated += 1
+                else:
+                    noop += 1
+                if r.procedure_id:
+                    ids.append(r.procedure_id)
+    except LLMError as exc:
+        log.error("LLM unavailable: synthesis pass skipped, store unchanged: %s", exc)
+        return PassReport("llm-unavailable", **base, message=str(exc),
+                          llm_calls=llm.calls - calls_before,
+                          cache_hits=llm.cache_hits - hits_before)
+    if watermark is not None:
+        watermark.write(store.path, detected.watermark_after)
+    return PassReport("ran", **base, distilled=distilled, added=added, updated=updated,
+                      noop=noop, ungrounded=ungrounded, repaired=repaired,
+                      duplicate_names=renamed, skipped=tuple(skipped),
+                      llm_calls=llm.calls - calls_before,
+                      cache_hits=llm.cache_hits - hits_before,
+                      procedure_ids=tuple(ids))

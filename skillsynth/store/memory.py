@@ -1,0 +1,494 @@
+"""MemoryStore: read and write GAIA's ``memory.db`` exactly as GAIA lays it out.
+
+GAIA's database is not ours (house rule 13): this package creates GAIA's tables, runs
+GAIA's additive migrations (v1 -> v2 -> v3) and adds nothing else. A user's real database
+can be opened ``read_only=True``; that open changes no byte of the file and creates no
+``-wal``/``-shm`` file.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Self
+from urllib.parse import quote
+
+from ..errors import ReadOnlyStoreError, SchemaError, StoreError
+from . import schema
+from .procedures import ProcedureRows
+from .rows import (
+    MigrationReport,
+    StoreInfo,
+    ToolCall,
+    Turn,
+    _in_chunks,
+    _split_sql,
+    _truncate,
+    now_iso,
+    serialize_args,
+)
+
+__all__ = ["CURRENT_VERSION", "MemoryStore"]
+
+CURRENT_VERSION = schema.CURRENT_VERSION
+
+
+class MemoryStore(ProcedureRows):
+    """A GAIA ``memory.db`` on disk.
+
+    Use :meth:`init` for a new database and :meth:`open` for an existing one. The object
+    holds one SQLite connection (GAIA's one-connection-per-process rule); close it with
+    :meth:`close` or use it as a context manager.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, path: Path, *, read_only: bool):
+        self._conn = conn
+        self.path = path
+        self.read_only = read_only
+        self._tx_depth = 0
+
+    # ------------------------------------------------------------------ open / create
+    @classmethod
+    def init(cls, path: str | Path) -> MemoryStore:
+        """Create a new database at ``path`` with GAIA's current (v3) schema.
+
+        Raises:
+            StoreError: if ``path`` already exists (open or migrate it instead).
+        """
+        p = Path(path)
+        if p.exists():
+            raise StoreError("already exists; use `skillsynth db migrate` or MemoryStore.open",
+                             path=str(p))
+        p.parent.mkdir(parents=True, exist_ok=True)
+        store = cls(cls._connect_rw(p), p, read_only=False)
+        store._create_fresh()
+        return store
+
+    @classmethod
+    def open(cls, path: str | Path, *, read_only: bool = False, migrate: bool = False,
+             create: bool = False) -> MemoryStore:
+        """Open an existing GAIA database.
+
+        Args:
+            path: the ``memory.db`` file.
+            read_only: open without changing the file in any way (no WAL switch, no
+                migration, no ``-wal``/``-shm`` created). Writes raise ReadOnlyStoreError.
+            migrate: migrate an older schema to v3 on open (additive, as GAIA does).
+            create: create the database when the file does not exist.
+
+        Raises:
+            StoreError: the file is missing or not SQLite.
+            SchemaError: the schema is older than v3 and ``migrate`` is false (read-write).
+        """
+        p = Path(path)
+        if not p.exists():
+            if create and not read_only:
+                return cls.init(p)
+            raise StoreError("no such database file", path=str(p))
+        if read_only:
+            store = cls(cls._connect_ro(p), p, read_only=True)
+            store._check_is_gaia()
+            return store
+        store = cls(cls._connect_rw(p), p, read_only=False)
+        store._check_is_gaia()
+        version = store.schema_version()
+        if version < CURRENT_VERSION:
+            if not migrate:
+                store.close()
+                raise SchemaError(
+                    f"schema version {version} is older than {CURRENT_VERSION}; run "
+                    f"`skillsynth db migrate {p}` (additive; back the file up first) "
+                    "or open it read_only=True", path=str(p))
+            store._migrate()
+        elif version > CURRENT_VERSION:
+            store.close()
+            raise SchemaError(
+                f"schema version {version} is newer than this skillsynth understands "
+                f"({CURRENT_VERSION}); open it read_only=True or upgrade skillsynth", path=str(p))
+        return store
+
+    @classmethod
+    def migrate_file(cls, path: str | Path, *, dry_run: bool = False) -> MigrationReport:
+        """Migrate the database at ``path`` to v3 in place (``skillsynth db migrate``).
+
+        With ``dry_run`` the file is opened read-only and only the plan is returned.
+
+        Raises:
+            StoreError: the file is missing or not SQLite.
+            SchemaError: not a GAIA database, or newer than this package understands.
+        """
+        p = Path(path)
+        if dry_run:
+            with cls.open(p, read_only=True) as store:
+                return store.migrate(dry_run=True)
+        if not p.exists():
+            raise StoreError("no such database file", path=str(p))
+        with cls(cls._connect_rw(p), p, read_only=False) as store:
+            store._check_is_gaia()
+            if store.schema_version() > CURRENT_VERSION:
+                raise SchemaError(f"schema version {store.schema_version()} is newer than "
+                                  f"{CURRENT_VERSION}; nothing to migrate", path=str(p))
+            return store.migrate()
+
+    @staticmethod
+    def _connect_rw(p: Path) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(str(p), isolation_level=None)
+            conn.execute("PRAGMA busy_timeout=5000")
+            conn.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"cannot open as SQLite: {exc}", path=str(p)) from exc
+        return conn
+
+    @staticmethod
+    def _connect_ro(p: Path) -> sqlite3.Connection:
+        # With a live -wal file (GAIA running, or an unclean stop) a plain read-only
+        # connection sees its committed pages. Without one, `immutable=1` keeps SQLite from
+        # creating -wal/-shm files beside the user's database.
+        wal = p.with_name(p.name + "-wal")
+        uri = f"file:{quote(str(p.resolve()))}?mode=ro"
+        if not wal.exists():
+            uri += "&immutable=1"
+        try:
+            conn = sqlite3.connect(uri, uri=True, isolation_level=None)
+            conn.execute("PRAGMA busy_timeout=5000")
+            conn.execute("PRAGMA query_only=1")
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"cannot open read-only: {exc}", path=str(p)) from exc
+        return conn
+
+    def _check_is_gaia(self) -> None:
+        try:
+            names = self._table_names()
+        except sqlite3.DatabaseError as exc:
+            self.close()
+            raise StoreError(f"not a SQLite database: {exc}", path=str(self.path)) from exc
+        if "tool_history" not in names and "conversations" not in names:
+            self.close()
+            raise SchemaError("not a GAIA memory database (no tool_history or conversations "
+                              "table)", path=str(self.path))
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        try:
+            self._conn.close()
+        except sqlite3.Error:
+            pass
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ transactions
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Group writes: all of them land, or none do. Nested calls join the outer one."""
+        self._require_writable()
+        if self._tx_depth:
+            self._tx_depth += 1
+            try:
+                yield
+            finally:
+                self._tx_depth -= 1
+            return
+        self._conn.execute("BEGIN IMMEDIATE")
+        self._tx_depth = 1
+        try:
+            yield
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        else:
+            self._conn.execute("COMMIT")
+        finally:
+            self._tx_depth = 0
+
+    def _require_writable(self) -> None:
+        if self.read_only:
+            raise ReadOnlyStoreError("opened read-only; reopen without read_only to write",
+                                     path=str(self.path))
+
+    # ------------------------------------------------------------------ schema
+    def _table_names(self) -> set[str]:
+        rows = self._conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        return {r[0] for r in rows}
+
+    def _columns(self, table: str) -> list[str]:
+        return [r[1] for r in self._conn.execute(f"PRAGMA table_info({table})")]
+
+    def schema_version(self) -> int:
+        """GAIA's schema version: the highest ``schema_version`` row; no row means 1."""
+        if "schema_version" not in self._table_names():
+            return 1
+        row = self._conn.execute(
+            "SELECT version FROM schema_version ORDER BY version DESC LIMIT 1").fetchone()
+        return int(row[0]) if row else 1
+
+    def _create_fresh(self) -> None:
+        with self.transaction():
+            for stmt in _split_sql(schema.BASE_SQL):
+                self._conn.execute(stmt)
+            for sql in schema.TRIGGERS.values():
+                self._conn.execute(sql)
+            for sql in schema.V2_INDEX_SQL:
+                self._conn.execute(sql)
+            for stmt in _split_sql(schema.V3_SQL):
+                self._conn.execute(stmt)
+            self._conn.execute("INSERT INTO schema_version (version, migrated_at) VALUES (?, ?)",
+                               (CURRENT_VERSION, now_iso()))
+
+    def migration_plan(self) -> list[str]:
+        """The steps :meth:`migrate` would take from the current version (empty if none)."""
+        version = self.schema_version()
+        steps: list[str] = []
+        if version < 2:
+            for table, column, _ in schema.V2_COLUMNS:
+                if column not in self._columns(table):
+                    steps.append(f"v1->v2: add column {table}.{column}")
+            steps.append("v1->v2: create partial indexes on the new columns")
+        if version < 3:
+            steps.append("v2->v3: create table procedures and its indexes")
+        if version < CURRENT_VERSION or "meta" not in self._table_names():
+            if "meta" not in self._table_names():
+                steps.append("create table meta (GAIA's key/value table)")
+            steps.append(f"set schema_version to {CURRENT_VERSION}")
+        return steps
+
+    def migrate(self, *, dry_run: bool = False) -> MigrationReport:
+        """Migrate to the current schema additively; no existing row changes.
+
+        Migrating a current database is a no-op. With ``dry_run`` nothing is written.
+        """
+        before = self.schema_version()
+        steps = tuple(self.migration_plan()) if before < CURRENT_VERSION else ()
+        if dry_run or not steps:
+            target = CURRENT_VERSION if steps else before
+            return MigrationReport(str(self.path), before, target, steps, dry_run=dry_run)
+        self._require_writable()
+        self._migrate()
+        return MigrationReport(str(self.path), before, self.schema_version(), steps)
+
+    def _migrate(self) -> None:
+        version = self.schema_version()
+        if version >= CURRENT_VERSION:
+            return
+        with self.transaction():
+            # CREATE ... IF NOT EXISTS for every GAIA object is how GAIA itself opens a
+            # database; it adds what is missing and leaves existing tables alone.
+            if "schema_version" not in self._table_names():
+                self._conn.execute(_split_sql(schema.BASE_SQL)[0])
+            if "meta" not in self._table_names():
+                self._conn.execute(
+                    "CREATE TABLE IF NOT EXISTS meta (\n    key   TEXT PRIMARY KEY,\n    value TEXT\n)")
+            if version < 2:
+                for table, column, decl in schema.V2_COLUMNS:
+                    if table in self._table_names() and column not in self._columns(table):
+                        self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+                for sql in schema.V2_INDEX_SQL:
+                    table = sql.split(" ON ")[1].split("(")[0]
+                    if table in self._table_names():
+                        self._conn.execute(sql)
+            for stmt in _split_sql(schema.V3_SQL):
+                self._conn.execute(stmt)
+            has_row = self._conn.execute("SELECT COUNT(*) FROM schema_version").fetchone()[0]
+            if has_row:
+                self._conn.execute("UPDATE schema_version SET version = ?, migrated_at = ?",
+                                   (CURRENT_VERSION, now_iso()))
+            else:
+                self._conn.execute(
+                    "INSERT INTO schema_version (version, migrated_at) VALUES (?, ?)",
+                    (CURRENT_VERSION, now_iso()))
+
+    def info(self) -> StoreInfo:
+        """Schema version, journal mode, embedder id and row counts per GAIA table."""
+        names = self._table_names()
+        counts = {t: (self._conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+                      if t in names else None) for t in schema.GAIA_TABLES}
+        if self.read_only:
+            # An immutable read-only connection reports "delete"; the file header says
+            # what the file really is (bytes 18-19 are 2 in WAL mode).
+            with open(self.path, "rb") as fh:
+                header = fh.read(20)
+            mode = "wal" if header[18:20] == b"\x02\x02" else "delete"
+        else:
+            mode = self._conn.execute("PRAGMA journal_mode").fetchone()[0]
+        sessions = (self._conn.execute("SELECT COUNT(DISTINCT session_id) FROM tool_history")
+                    .fetchone()[0] if "tool_history" in names else 0)
+        return StoreInfo(str(self.path), self.schema_version(), mode, self.read_only,
+                         self.get_meta("embedder_id") if "meta" in names else None, sessions,
+                         counts)
+
+    # ------------------------------------------------------------------ meta
+    def get_meta(self, key: str) -> str | None:
+        """A value from GAIA's ``meta`` table (e.g. ``embedder_id``), or None."""
+        if "meta" not in self._table_names():
+            return None
+        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else row[0]
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Write one ``meta`` value."""
+        self._require_writable()
+        with self.transaction():
+            self._conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) "
+                               "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                               (key, value))
+
+    # ------------------------------------------------------------------ tool_history
+    def log_tool_call(
+        self,
+        session_id: str,
+        tool_name: str,
+        args: Any = None,
+        result_summary: str | None = None,
+        success: bool = True,
+        *,
+        error: str | None = None,
+        duration_ms: int | None = None,
+        timestamp: str | None = None,
+    ) -> int:
+        """Append one tool call as GAIA logs it and return its row id.
+
+        ``args`` may be a mapping (serialised as GAIA does, ``json.dumps(default=str)``;
+        empty -> NULL) or an already-serialised string. ``args``, ``result_summary`` and
+        ``error`` are truncated to GAIA's 500 characters.
+        """
+        self._require_writable()
+        args_text = serialize_args(args)
+        with self.transaction():
+            cur = self._conn.execute(
+                "INSERT INTO tool_history (session_id, tool_name, args, result_summary, "
+                "success, error, duration_ms, timestamp) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (session_id, tool_name, _truncate(args_text), _truncate(result_summary),
+                 int(bool(success)), _truncate(error), duration_ms, timestamp or now_iso()))
+        return int(cur.lastrowid or 0)
+
+    def add_tool_calls(self, calls: Iterable[ToolCall]) -> int:
+        """Append many calls in one transaction (all or none); returns how many."""
+        n = 0
+        with self.transaction():
+            for c in calls:
+                self.log_tool_call(c.session_id, c.tool_name, c.args, c.result_summary,
+                                   c.success, error=c.error, duration_ms=c.duration_ms,
+                                   timestamp=c.timestamp)
+                n += 1
+        return n
+
+    def tool_calls(self, session_id: str | None = None, *, after_id: int | None = None
+                   ) -> list[ToolCall]:
+        """Tool calls in insertion order, optionally of one session or after a row id."""
+        sql = ("SELECT id, session_id, tool_name, args, result_summary, success, error, "
+               "duration_ms, timestamp FROM tool_history")
+        cond: list[str] = []
+        params: list[Any] = []
+        if session_id is not None:
+            cond.append("session_id = ?")
+            params.append(session_id)
+        if after_id is not None:
+            cond.append("id > ?")
+            params.append(after_id)
+        if cond:
+            sql += " WHERE " + " AND ".join(cond)
+        sql += " ORDER BY id"
+        return [ToolCall(id=r[0], session_id=r[1], tool_name=r[2], args=r[3],
+                         result_summary=r[4], success=bool(r[5]), error=r[6],
+                         duration_ms=r[7], timestamp=r[8])
+                for r in self._conn.execute(sql, params)]
+
+    def session_ids(self) -> list[str]:
+        """Sessions that have tool calls, in order of their first call."""
+        rows = self._conn.execute(
+            "SELECT session_id FROM tool_history GROUP BY session_id ORDER BY MIN(id)")
+        return [r[0] for r in rows]
+
+    def sessions_with_calls(self, session_ids: Iterable[str]) -> set[str]:
+        """Those of ``session_ids`` that have tool_history rows (provenance checks)."""
+        found: set[str] = set()
+        for marks, chunk in _in_chunks(dict.fromkeys(session_ids)):
+            found.update(r[0] for r in self._conn.execute(
+                f"SELECT DISTINCT session_id FROM tool_history WHERE session_id IN ({marks})",
+                chunk))
+        return found
+
+    # ------------------------------------------------------------------ conversations
+    def add_turn(self, session_id: str, role: str, content: str, *,
+                 context: str = "global", timestamp: str | None = None) -> int:
+        """Append one conversation turn (the FTS mirror is kept by GAIA's trigger)."""
+        self._require_writable()
+        with self.transaction():
+            cur = self._conn.execute(
+                "INSERT INTO conversations (session_id, role, content, context, timestamp) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (session_id, role, content, context, timestamp or now_iso()))
+        return int(cur.lastrowid or 0)
+
+    def turns(self, session_id: str | None = None, *, role: str | None = None) -> list[Turn]:
+        """Conversation turns in insertion order, optionally filtered."""
+        cond: list[str] = []
+        params: list[Any] = []
+        if session_id is not None:
+            cond.append("session_id = ?")
+            params.append(session_id)
+        if role is not None:
+            cond.append("role = ?")
+            params.append(role)
+        return self._select_turns(cond, params)
+
+    def _select_turns(self, cond: list[str], params: list[Any]) -> list[Turn]:
+        consolidated = ("consolidated_at" if "consolidated_at" in self._columns("conversations")
+                        else "NULL")
+        sql = (f"SELECT id, session_id, role, content, context, timestamp, {consolidated} "
+               "FROM conversations")
+        if cond:
+            sql += " WHERE " + " AND ".join(cond)
+        return [Turn(id=r[0], session_id=r[1], role=r[2], content=r[3], context=r[4],
+                     timestamp=r[5], consolidated_at=r[6])
+                for r in self._conn.execute(sql + " ORDER BY id", params)]
+
+    def _turns_in(self, column: str, values: Iterable[Any], role: str | None = None
+                  ) -> list[Turn]:
+        """Turns whose ``column`` is one of ``values`` (chunked under SQLite's parameter cap)."""
+        out: list[Turn] = []
+        for marks, chunk in _in_chunks(values):
+            cond = [f"{column} IN ({marks})"]
+            if role is not None:
+                cond.append("role = ?")
+            out += self._select_turns(cond, [*chunk, *([role] if role is not None else [])])
+        return sorted(out, key=lambda t: t.id or 0)
+
+    def first_user_turns(self, sessions: Iterable[str] | None = None) -> dict[str, Turn]:
+        """Each session's first ``role='user'`` turn: GAIA's definition of its goal.
+
+        ``sessions`` limits the read to those sessions (an incremental pass needs no more).
+        """
+        turns = (self.turns(role="user") if sessions is None
+                 else self._turns_in("session_id", sessions, role="user"))
+        out: dict[str, Turn] = {}
+        for t in turns:
+            out.setdefault(t.session_id, t)
+        return out
+
+    def search_conversations(self, query: str, limit: int = 20) -> list[Turn]:
+        """Full-text search over ``conversations_fts`` (GAIA's FTS5 mirror)."""
+        words = [w for w in "".join(c if c.isalnum() or c.isspace() else " "
+                                    for c in query).split() if w]
+        if not words:
+            return []
+        match = " AND ".join(f'"{w}"' for w in words)
+        rows = self._conn.execute(
+            "SELECT rowid FROM conversations_fts WHERE conversations_fts MATCH ? "
+            "ORDER BY rank LIMIT ?", (match, limit)).fetchall()
+        return self._turns_in("id", [r[0] for r in rows])
+
+    # ------------------------------------------------------------------ raw access
+    def execute(self, sql: str, params: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run a read query and return all rows (for notebooks and analyses)."""
+        if not sql.lstrip().lower().startswith(("select", "with", "pragma")):
+            raise StoreError("execute() is for reads; use the store's methods to write",
+                             path=str(self.path))
+        return self._conn.execute(sql, tuple(params)).fetchall()
+

@@ -1,0 +1,35 @@
+"""Commands not exercised elsewhere, each through ``main()`` (no model server needed)."""
+
+from __future__ import annotations
+
+import json
+
+from skillsynth.cli import main
+from skillsynth.corpora import LabelStore, labels_path_for
+from skillsynth.store import MemoryStore
+
+
+def test_corpus_generate_writes_a_labelled_gaia_store(tmp_path, capsys):
+    db = tmp_path / "syn.db"
+    assert main(["corpus", "generate", str(db), "--families", "3", "--attempts", "2",
+                 "--seed", "1"]) == 0
+    with MemoryStore.open(db, read_only=True) as store, LabelStore(labels_path_for(db)) as ls:
+        assert len(store.session_ids()) == len(ls.all()) == 6
+    assert main(["corpus", "generate", str(db)]) == 1  # an existing corpus is not overwritten
+    assert "exists" in capsys.readouterr().err
+
+
+def test_bench_pipeline_prints_medians_with_n(capsys):
+    assert main(["bench", "pipeline", "--sizes", "200", "--procedures", "50", "--json"]) == 0
+    figures = json.loads(capsys.readouterr().out)
+    assert figures and "200" in json.dumps(figures)
+
+
+def test_world_prepare_is_idempotent_and_bench_worlds_times_real_calls(capsys):
+    assert main(["world", "prepare"]) == 0  # installed already: checks, loads both domains
+    out = capsys.readouterr().out
+    assert "tau2:airline: 50 tasks, 14 tools" in out and "tau2:retail: 114 tasks" in out
+    assert main(["bench", "worlds", "--world", "tau2:retail", "--max-tasks", "3", "--json"]) == 0
+    f = json.loads(capsys.readouterr().out)["tau2:retail"]
+    assert f["call_ms"]["n"] > 0 and f["call_ms"]["p99"] >= f["call_ms"]["median"] > 0
+    assert f["fresh_episode_ms"]["n"] == 3 and "live_run_s" not in f
