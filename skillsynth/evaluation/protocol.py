@@ -19,7 +19,6 @@ import os
 import shutil
 import socket
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -29,7 +28,7 @@ import numpy as np
 
 from .. import __version__
 from ..config import Thresholds
-from ..corpora.labels import LabelStore, SessionLabel, labels_path_for
+from ..corpora.labels import LabelStore, labels_path_for
 from ..errors import (
     EvaluationError,
     MalformedSkill,
@@ -47,7 +46,8 @@ from ..pipeline.skill import PROFILES
 from ..pipeline.synthesize import PassReport
 from ..protocols import ChatModel
 from ..store import MemoryStore, ToolCall
-from .agent import AGENT_PROMPT_VERSION, AgentRun, run_agent
+from .agent import AGENT_PROMPT_VERSION
+from .live import live_rows, live_world
 from .metrics import KPI, N_BOOT, ProbeResult, ProcedureCheck, point_kpis
 from .record import RunRecord, model_of, utc_now
 from .replay import RULE, estimate_steps
@@ -60,8 +60,8 @@ from .split import (
     procedure_families,
 )
 from .strategies import Recaller, Strategy, get_strategy
-from .user_sim import USER_PROMPT_VERSION, UserSimulator
-from .worlds import WORLDS, ReplayWorld, World, get_world
+from .user_sim import USER_PROMPT_VERSION
+from .worlds import WORLDS
 
 __all__ = ["SUMMARY", "EvalConfig", "HistorySource", "PointResult", "check_floors", "run_point"]
 
@@ -318,9 +318,9 @@ def run_point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out_dir: str | 
             ProcedureIndex.from_store(store), queries, progress)
         live_info: dict[str, Any] | None = None
         if cfg.live:
-            world, task_of, live_info = _live_world(cfg, store, recorded, probe_calls, labels,
+            world, task_of, live_info = live_world(cfg, store, recorded, probe_calls, labels,
                                                     goals, split)
-            rows += _live_rows(cfg, llm, world, task_of, rows, recaller, th,
+            rows += live_rows(cfg, llm, world, task_of, rows, recaller, th,
                                out / "runs.jsonl", progress, user)
             live_info["user_model"] = None if user is None else getattr(
                 getattr(user, "endpoint", None), "model", "user simulator")
@@ -460,126 +460,6 @@ def _best_scores(index: ProcedureIndex, embedder: Embeds, goal: str, family: str
             wrong = h.score if wrong is None else max(wrong, h.score)
     return (None if right is None else round(right, 6),
             None if wrong is None else round(wrong, 6))
-
-
-def _norm(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _some(probes: Sequence[str], cfg: EvalConfig, have: Sequence[str | None]) -> None:
-    if not probes:
-        ids = sorted({str(t) for t in have})
-        raise EvaluationError(f"{cfg.corpus}: no probe has a task id in "
-                              f"{', '.join(cfg.tasks or ())} (probes' task ids: "
-                              f"{', '.join(ids[:12])}{', ...' if len(ids) > 12 else ''})")
-
-
-def _live_world(cfg: EvalConfig, store: MemoryStore, recorded: Sequence[ToolCall],
-                probe_calls: Mapping[str, Sequence[ToolCall]],
-                labels: Mapping[str, SessionLabel], goals: Mapping[str, str], split: Split
-                ) -> tuple[World, dict[str, str], dict[str, Any]]:
-    """The world live probes run in, each probe's task id there, and what was matched.
-
-    In a named world a probe runs its own task: its label's task id must be the world's and
-    its goal the task's (its reason for the call, or the whole prompt for a history the
-    agent generated); a probe that is not is counted and left out of the live arms.
-    """
-    probes = [p.session_id for p in split.probes if p.session_id in goals]
-    have = [labels[s].task_id for s in probes]
-    if cfg.world == "replay":
-        if cfg.tasks is not None:
-            probes = [s for s in probes if labels[s].task_id in cfg.tasks]
-            _some(probes, cfg, have)
-        semantic = [t for t, _ in Counter(c.tool_name for c in store.tool_calls()).most_common()]
-        world: World = ReplayWorld(recorded, {s: (goals[s], str(split.family(s)), probe_calls[s],
-                                                  labels[s]) for s in probes}, semantic)
-        return world, {s: s for s in probes}, {"world": "replay", "probes": len(probes),
-                                               "not_in_world": []}
-    world = get_world(cfg.world)
-    wanted = None if cfg.tasks is None else {world.task(t).task_id for t in cfg.tasks}
-    task_of: dict[str, str] = {}
-    missing: list[str] = []
-    for s in probes:
-        try:
-            task = world.task(str(labels[s].task_id))
-        except WorldError:
-            missing.append(s)
-            continue
-        if wanted is not None and task.task_id not in wanted:
-            continue
-        if _norm(goals[s]) in (_norm(task.goal), _norm(task.prompt)):
-            task_of[s] = task.task_id
-        else:
-            missing.append(s)
-    if wanted is not None:
-        _some(list(task_of) + missing, cfg, have)
-    if not task_of:
-        raise WorldError(f"{cfg.corpus}: none of its {len(probes)} probes is a task of "
-                         f"{world.name} (task ids and goals must match the world's tasks)")
-    return world, task_of, {"world": world.name, "probes": len(task_of),
-                            "not_in_world": missing}
-
-
-def _live_rows(cfg: EvalConfig, llm: ChatModel, world: World, task_of: Mapping[str, str],
-               replay: Sequence[ProbeResult], recaller: Recaller, th: Thresholds,
-               runs_file: Path, progress: bool, user: ChatModel | None = None
-               ) -> list[ProbeResult]:
-    """Both arms of every probe under the live agent, ``repeats`` runs each.
-
-    One row per probe, arm and repeat (``steps_method`` live); every run's full record
-    (calls, results, answer, the world's score) goes to ``runs_file``.
-    """
-    specs, policy = world.tool_specs(), world.policy() if cfg.policy else ""
-    solo = cfg.world != "replay"
-    todo = [r for r in replay if r.arm == "memory" and r.probe_session in task_of]
-    out: list[ProbeResult] = []
-    with runs_file.open("w", encoding="utf-8") as fh:
-        for r in _progress(todo, progress, f"live {world.name}"):
-            task_id = task_of[r.probe_session]
-            skills = [skill_from_procedure(h.procedure) for h in recaller(r.goal)]
-            for rep in range(cfg.repeats):
-                temp = 0.0 if cfg.repeats == 1 else cfg.temperature
-                kw: dict[str, Any] = {"tool_specs": specs, "policy": policy, "config": th,
-                                      "step_limit": cfg.step_limit, "temperature": temp,
-                                      "seed": rep, "solo": solo}
-                base = run_agent(llm, world.start(task_id),
-                                 user=_user(user, world, task_id, rep), **kw)
-                # nothing recalled: the memory arm's inputs are the no-memory arm's, so is its run
-                mem = run_agent(llm, world.start(task_id), recalled=skills,
-                                user=_user(user, world, task_id, rep), **kw) if skills else base
-                for arm, run, block in (("no-memory", base, ""),
-                                        ("memory", mem, inject(skills, th) if skills else "")):
-                    fh.write(json.dumps({"probe_session": r.probe_session, "task_id": task_id,
-                                         "world": world.name, "arm": arm, "repeat": rep,
-                                         "recalled_ids": list(r.recalled_ids) if skills else [],
-                                         **run.as_dict()}, ensure_ascii=False,
-                                        default=str) + "\n")
-                    fh.flush()  # a run's record is on disk as soon as the run is done
-                    out.append(_live_row(r, arm, run, block, rep, world.name))
-    return out
-
-
-def _user(user: ChatModel | None, world: World, task_id: str, rep: int
-          ) -> UserSimulator | None:
-    """A fresh simulated user for one run (None in solo mode)."""
-    return None if user is None else UserSimulator(user, world.task(task_id).instructions,
-                                                   seed=rep)
-
-
-def _live_row(r: ProbeResult, arm: str, run: AgentRun, block: str, rep: int,
-              world: str) -> ProbeResult:
-    mem = arm == "memory"
-    return ProbeResult(
-        strategy=r.strategy, arm=arm, probe_session=r.probe_session,  # type: ignore[arg-type]
-        family=r.family, goal=r.goal, recalled_ids=r.recalled_ids if mem else (),
-        recalled_scores=r.recalled_scores if mem else (),
-        recalled_right=r.recalled_right if mem else 0,
-        family_has_procedure=r.family_has_procedure, steps_recorded=r.steps_recorded,
-        steps=run.steps, steps_method="live", success=run.success, prompt_chars=len(block),
-        tokens=run.tokens, llm_calls=run.llm_calls, cache_hits=run.cache_hits,
-        wall_s=run.wall_s, failed_calls=run.failed_calls, turns=run.turns,
-        prompt_tokens=run.prompt_tokens, completion_tokens=run.completion_tokens,
-        reward=run.reward, termination=run.termination, repeat=rep, world=world)
 
 
 def _progress(items: Sequence[Any], show: bool, desc: str) -> Any:
