@@ -191,6 +191,9 @@ def test_killed_sweep_resumes_and_a_rerun_point_is_a_cache_hit(tmp_path, request
     assert main(["report", str(run)]) == 0
     html = run / "report.html"
     assert html.exists() and "KPI report" in html.read_text()
+    assert "Verdict" in html.read_text() and "Format validity (gaia691)" in html.read_text()
+    rec = json.loads((run / "recommended_settings.json").read_text())["skill_synthesis"]
+    assert rec["min_occurrences"] == 2 and rec["similarity_tau"] in (0.3, 0.45, 0.6)
     assert {p.name for p in (run / "plots").glob("*.png")} >= {"heatmap-skillsynth.png",
                                                                "similarity.png"}
     loaded = load_run(run)

@@ -44,9 +44,11 @@ __all__ = [
     "plot_body_chars",
     "plot_heatmaps",
     "plot_similarity",
+    "recommended_settings",
     "render_report",
     "similarity_table",
     "validity_table",
+    "verdict_table",
     "write_baseline",
 ]
 
@@ -158,6 +160,47 @@ def live_runs_table(run: Run) -> pd.DataFrame:
                          "world": r.get("world"), "recalled": len(r.get("recalled_ids") or [])})
     cols = [*_LIVE_COLS[:1], "world", *_LIVE_COLS[1:]]
     return pd.DataFrame(recs, columns=cols)
+
+
+def _verdict_points(run: Run) -> list[tuple[str, Mapping[str, Any]]]:
+    from .verdict import gaia_default_point, recommend
+
+    pts = run.summary["points"]
+    out = []
+    best, gaia = recommend(pts), gaia_default_point(pts)
+    if best is not None:
+        out.append(("recommended", best))
+    if gaia is not None and (best is None or gaia["id"] != best["id"]):
+        out.append(("GAIA defaults", gaia))
+    return out
+
+
+def verdict_table(run: Run) -> pd.DataFrame:
+    """#887's acceptance criteria for the recommended point and for GAIA's defaults.
+
+    One row per (configuration, criterion): target, measured value with interval and n,
+    PASS / FAIL / INCONCLUSIVE / NOT MEASURED, and what the figure is based on.
+    """
+    from .verdict import verdict
+
+    recs = []
+    for label, pt in _verdict_points(run):
+        for row in verdict(pt):
+            recs.append({"configuration": f"{label}: {pt['id']}", "criterion": row.criterion,
+                         "status": row.status,
+                         "measured": _fmt(row.value, row.lo, row.hi, row.n,
+                                          row.basis == "replay estimate"),
+                         "target": row.target, "basis": row.basis, "note": row.note})
+    cols = ["configuration", "criterion", "status", "measured", "target", "basis", "note"]
+    return pd.DataFrame(recs, columns=cols)
+
+
+def recommended_settings(run: Run) -> dict[str, Any] | None:
+    """The recommended point's thresholds as GAIA's ``memory_settings.json`` block."""
+    from .verdict import recommend
+
+    best = recommend(run.summary["points"])
+    return None if best is None else {"skill_synthesis": dict(best["params"])}
 
 
 def kpi_table(run: Run) -> pd.DataFrame:

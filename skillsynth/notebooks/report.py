@@ -38,6 +38,28 @@ plots = Path(plots_dir or Path(run_dir) / "plots")
 display(Markdown(report.describe_run(run)))
 
 # %% [markdown]
+# ## Verdict: #887's acceptance criteria
+#
+# For the recommended point (the best step reduction, live where measured, that loses no
+# success; ties: fewer probes made worse) and for GAIA's shipped settings (tau 0.82, 3
+# occurrences, 1500 body characters) when the sweep ran them. INCONCLUSIVE: the 95% interval
+# spans the target. The recommended point's settings block is written beside the report.
+
+# %%
+import json
+
+import pandas as pd
+
+verdict = report.verdict_table(run)
+settings = report.recommended_settings(run)
+if settings is not None:
+    (Path(run_dir) / "recommended_settings.json").write_text(json.dumps(settings, indent=2))
+    display(Markdown("**Recommended `memory_settings.json` block** (written to "
+                     "`recommended_settings.json`): `" + json.dumps(settings) + "`"))
+with pd.option_context("display.max_colwidth", 60):
+    display(verdict if len(verdict) else Markdown("no skillsynth point finished: no verdict"))
+
+# %% [markdown]
 # ## KPIs per point
 
 # %%
@@ -103,8 +125,6 @@ report.validity_table(run)
 # ## Against the committed baseline
 
 # %%
-import pandas as pd
-
 if baseline:
     table = report.baseline_table(run, baseline)
     print(f"{int((~table['ok']).sum()) if len(table) else 0} of {len(table)} baseline "

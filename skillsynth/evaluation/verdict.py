@@ -1,0 +1,167 @@
+"""The verdict: #887's acceptance criteria, each against its target, for one point.
+
+A maintainer reads one table: each KPI of GAIA's #887 design with its target, the measured
+value with its interval and n, and PASS, FAIL or INCONCLUSIVE (the interval spans the
+target), or NOT MEASURED (n = 0). Tool-step reduction is the live measurement where the
+point has one, else the replay estimate, labelled so. The recommended configuration is the
+skillsynth point with the best step reduction that loses no success (ties: fewer probes
+made worse); GAIA's defaults are the point at GAIA's shipped thresholds, when run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+__all__ = ["GAIA_DEFAULTS", "Status", "VerdictRow", "gaia_default_point", "recommend",
+           "verdict"]
+
+Status = Literal["PASS", "FAIL", "INCONCLUSIVE", "NOT MEASURED"]
+#: GAIA's shipped synthesis settings (#887): the point a maintainer compares against.
+GAIA_DEFAULTS = {"similarity_tau": 0.82, "min_occurrences": 3, "max_recall_body_chars": 1500}
+
+
+@dataclass(frozen=True)
+class VerdictRow:
+    """One acceptance criterion at one point.
+
+    Attributes:
+        criterion: the #887 KPI.
+        target: what it must reach, in words.
+        kpi: the skillsynth KPI measured for it.
+        value, lo, hi, n: the measurement (None when not measured).
+        status: PASS, FAIL, INCONCLUSIVE (the interval spans the target) or NOT MEASURED.
+        basis: ``live``, ``replay estimate``, ``checks`` (floors, validity) or ``-``.
+        note: what else to read beside it (e.g. the share of probes made worse).
+    """
+
+    criterion: str
+    target: str
+    kpi: str
+    value: float | None
+    lo: float | None
+    hi: float | None
+    n: int
+    status: Status
+    basis: str
+    note: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return asdict(self)
+
+
+def _k(kpis: Mapping[str, Any], name: str) -> tuple[float | None, float | None, float | None,
+                                                      int]:
+    k = kpis.get(name) or {}
+    return k.get("value"), k.get("lo"), k.get("hi"), int(k.get("n") or 0)
+
+
+def _above(value: float | None, lo: float | None, hi: float | None, n: int, target: float, *,
+           strict: bool) -> Status:
+    """PASS when the interval clears the target, FAIL when it lies on the wrong side."""
+    if value is None or n == 0:
+        return "NOT MEASURED"
+    lo = value if lo is None else lo
+    hi = value if hi is None else hi
+    if lo > target or (not strict and lo >= target):
+        return "PASS"
+    if hi < target or (strict and hi <= target):
+        return "FAIL"
+    return "INCONCLUSIVE"
+
+
+def _all(value: float | None, n: int) -> Status:
+    if value is None or n == 0:
+        return "NOT MEASURED"
+    return "PASS" if value >= 1.0 - 1e-9 else "FAIL"
+
+
+def verdict(point: Mapping[str, Any]) -> list[VerdictRow]:
+    """#887's criteria at one point of a sweep summary (``summary.json``'s ``points``)."""
+    kpis = point["kpis"]
+    rows: list[VerdictRow] = []
+    v, lo, hi, n = _k(kpis, "synthesis_fired_rate")
+    rows.append(VerdictRow("Auto-synthesis fires", "a procedure exists for families with >= 3 "
+                           "similar successes (share of probes > 0)", "synthesis_fired_rate",
+                           v, lo, hi, n, _above(v, lo, hi, n, 0.0, strict=True), "replay"))
+    live = _k(kpis, "live_step_reduction")
+    worse_name = "live_share_made_worse" if live[3] else "share_made_worse"
+    w = _k(kpis, worse_name)
+    worse_note = f"{worse_name} {w[0]:.2f} (n={w[3]})" if w[0] is not None else ""
+    name, basis = ("live_step_reduction", "live") if live[3] else \
+        ("step_reduction", "replay estimate")
+    v, lo, hi, n = _k(kpis, name)
+    rows.append(VerdictRow("Tool-step reduction", "the 4th attempt uses fewer tool steps than "
+                           "without memory (reduction > 0)", name, v, lo, hi, n,
+                           _above(v, lo, hi, n, 0.0, strict=True), basis, worse_note))
+    v, lo, hi, n = _k(kpis, "live_success_change")
+    rows.append(VerdictRow("No harm", "memory never lowers the success rate (change >= 0)",
+                           "live_success_change", v, lo, hi, n,
+                           _above(v, lo, hi, n, 0.0, strict=False), "live" if n else "-",
+                           worse_note if live[3] or n else ""))
+    for profile in ("gaia691", "agentskills"):
+        v, lo, hi, n = _k(kpis, f"validity_{profile}")
+        rows.append(VerdictRow(f"Format validity ({profile})", "100% of synthesized SKILL.md "
+                               "validate, round-tripped", f"validity_{profile}", v, lo, hi, n,
+                               _all(v, n), "checks"))
+    v, lo, hi, n = _k(kpis, "grounded_tools_rate")
+    rows.append(VerdictRow("Grounding", "100% of skills name only tools their runs called",
+                           "grounded_tools_rate", v, lo, hi, n, _all(v, n), "checks"))
+    floors = point.get("floors") or {}
+    exercised = {f: ok for f, ok in floors.items() if ok is not None}
+    bad = sorted(f for f, ok in exercised.items() if ok is False)
+    rows.append(VerdictRow("No silent fallback", "memory off, synthesis off, model down, "
+                           "malformed answer: skipped and logged, never a swap",
+                           "floors_behaved", *_k(kpis, "floors_behaved")[:3], len(exercised),
+                           "NOT MEASURED" if not exercised else ("FAIL" if bad else "PASS"),
+                           "checks", f"misbehaved: {', '.join(bad)}" if bad else ""))
+    state = [floors.get(f) for f in ("recall-threshold-and-state", "disabled-not-recalled")]
+    seen = [s for s in state if s is not None]
+    p = _k(kpis, "recall_precision")
+    rows.append(VerdictRow("Recall precision", "only above tau; a disabled procedure never",
+                           "recall_precision", *p, "NOT MEASURED" if not seen else
+                           ("PASS" if all(seen) else "FAIL"), "checks",
+                           "the value is the share of recalled procedures from the probe's "
+                           "own family (informational)"))
+    v, lo, hi, n = _k(kpis, "provenance_integrity")
+    rows.append(VerdictRow("Provenance integrity", "every from_sessions id resolves to a "
+                           "history session", "provenance_integrity", v, lo, hi, n, _all(v, n),
+                           "checks"))
+    return rows
+
+
+def _is(point: Mapping[str, Any], values: Mapping[str, Any]) -> bool:
+    params = point.get("params") or {}
+    return all(params.get(k) == v for k, v in values.items())
+
+
+def gaia_default_point(points: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The skillsynth point at GAIA's shipped settings, if the sweep ran one."""
+    for p in points:
+        if p.get("strategy") == "skillsynth" and _is(p, GAIA_DEFAULTS):
+            return p
+    return None
+
+
+def recommend(points: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The point to adopt: the best step reduction (live where measured) among skillsynth
+    points whose success did not drop (the no-harm interval reaches 0 or above, or no live
+    arm), ties broken by fewer probes made worse; None when no point qualifies."""
+    def key(p: Mapping[str, Any]) -> tuple[float, float]:
+        k = p["kpis"]
+        live = (k.get("live_step_reduction") or {}).get("n")
+        red = (k.get("live_step_reduction" if live else "step_reduction") or {}).get("value")
+        worse = (k.get("live_share_made_worse" if live else "share_made_worse") or {}
+                 ).get("value")
+        return (red if red is not None else float("-inf"),
+                -(worse if worse is not None else 1.0))
+
+    def harmless(p: Mapping[str, Any]) -> bool:
+        ch = p["kpis"].get("live_success_change") or {}
+        top = ch.get("hi") if ch.get("hi") is not None else ch.get("value")
+        return not ch.get("n") or top is None or float(top) >= 0
+
+    ok = [p for p in points if p.get("strategy") == "skillsynth" and harmless(p)]
+    return max(ok, key=key) if ok else None
