@@ -231,6 +231,12 @@ def test_distill_rejects_tools_no_run_used_and_accepts_skip(store):
                                "tools_required": ["search_file"], "steps": ["abc"],
                                "edge_cases": ["abc"]}))
     assert distill_cluster(c, skip, cfg, mode="json") is None
+    emoji = FakeLLM(json.dumps({"skip": False, "name": "find-invoice",  # escaped as JSON does
+                                "when_to_use": "The user wants an invoice \u2708\ufe0f \U0001F680",
+                                "tools_required": ["search_file"], "steps": ["search it 🧾"],
+                                "edge_cases": ["none found: ask"]}))
+    kept = distill_cluster(c, emoji, cfg, mode="json")  # not rejected as malformed
+    assert kept.description.endswith("✈️ 🚀") and "🧾" in kept.body
     msgs = build_messages(c)
     assert [m["role"] for m in msgs] == ["system", "user", "assistant", "user"]
     assert Skill.parse(msgs[2]["content"]).name == "book-restaurant-table"  # the example parses

@@ -115,14 +115,20 @@ _EXAMPLE = {
 }
 
 
+def _q(value: Any) -> str:
+    """A YAML double-quoted scalar: JSON without ASCII escapes (an emoji escaped as a JSON
+    surrogate pair would be read back by YAML as two lone surrogates)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
 def _render(data: dict[str, Any]) -> str:
     """The intermediate SKILL.md shape of a JSON-mode answer (also the yaml-mode example)."""
-    tools = "".join(f"  - {json.dumps(t)}\n" for t in data["tools_required"])
+    tools = "".join(f"  - {_q(t)}\n" for t in data["tools_required"])
     steps = "\n".join(f"{i}. {' '.join(str(s).split())}"
                       for i, s in enumerate(data["steps"], 1))
     edges = "\n".join(f"- {' '.join(str(e).split())}" for e in data["edge_cases"])
-    return (f"---\nname: {json.dumps(data['name'])}\n"
-            f"when_to_use: {json.dumps(data['when_to_use'])}\ntools_required:\n{tools}"
+    return (f"---\nname: {_q(data['name'])}\n"
+            f"when_to_use: {_q(data['when_to_use'])}\ntools_required:\n{tools}"
             f"---\n\n{steps}\n\n## Edge cases\n{edges}\n")
 
 
