@@ -137,6 +137,22 @@ def test_reimport_leaves_existing_sessions_alone(tmp_path):
     assert dump_rows(tmp_path / "r.db", TABLES) == before
 
 
+def test_a_session_whose_label_was_lost_in_a_kill_is_not_written_twice(tmp_path):
+    # a kill between a session's commit to memory.db and its label's commit leaves the
+    # session in the database only; the re-run must add the label, not the session again
+    db = tmp_path / "r.db"
+    import_corpus("tau2", T2R, db)
+    before = dump_rows(db, TABLES)
+    with sqlite3.connect(labels_path_for(db)) as conn:
+        lost = [r[0] for r in conn.execute("SELECT session_id FROM session_labels LIMIT 6")]
+        conn.executemany("DELETE FROM session_labels WHERE session_id = ?", [(x,) for x in lost])
+    again = import_corpus("tau2", T2R, db)
+    assert (again.sessions_imported, again.already_present, again.labels_completed) == (0, 80, 6)
+    assert dump_rows(db, TABLES) == before  # no row written twice
+    with LabelStore(labels_path_for(db)) as ls:
+        assert len(ls.all()) == 80 and set(lost) <= ls.session_ids()
+
+
 # ------------------------------------------------------------------ pairing and shapes
 def _traj_item(task_id=0, trial=0, calls=(), reward=1.0):
     traj = [{"role": "system", "content": "policy"}, {"role": "user", "content": "hi"}]

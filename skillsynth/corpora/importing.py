@@ -53,6 +53,7 @@ class ImportReport:
     sessions_without_goal: int = 0
     sessions_without_goal_ids: list[str] = field(default_factory=list)
     already_present: int = 0
+    labels_completed: int = 0
     skipped: list[dict[str, Any]] = field(default_factory=list)
     flags: dict[str, int] = field(default_factory=dict)
     status: str = "ok"
@@ -133,6 +134,11 @@ def import_corpus(fmt: ImportFormat | str, sources: Sequence[str | Path] | str |
     store = MemoryStore.open(db) if db.exists() else MemoryStore.init(db)
     with store, LabelStore(lab, create=True) as labels:
         present = labels.session_ids()
+        # a session is committed to memory.db, then its label to the labels file: after a
+        # kill between the two, the session is in the database only. It is never written
+        # twice; its label is added on the re-run.
+        in_db = {r[0] for r in store.execute(
+            "SELECT session_id FROM tool_history UNION SELECT session_id FROM conversations")}
         try:
             for rec in tqdm(_records(fmt, files, Path(tasks) if tasks else None, len(present)),
                             desc=f"import {fmt}", unit="session", disable=not progress):
@@ -146,6 +152,12 @@ def import_corpus(fmt: ImportFormat | str, sources: Sequence[str | Path] | str |
                     continue
                 if rec.session_id in present:
                     report.already_present += 1
+                    continue
+                if rec.session_id in in_db:
+                    labels.add([rec.label])
+                    present.add(rec.session_id)
+                    report.already_present += 1
+                    report.labels_completed += 1
                     continue
                 write_session(store, rec)
                 labels.add([rec.label])
