@@ -33,3 +33,15 @@ def test_world_prepare_is_idempotent_and_bench_worlds_times_real_calls(capsys):
     f = json.loads(capsys.readouterr().out)["tau2:retail"]
     assert f["call_ms"]["n"] > 0 and f["call_ms"]["p99"] >= f["call_ms"]["median"] > 0
     assert f["fresh_episode_ms"]["n"] == 3 and "live_run_s" not in f
+
+
+def test_output_cut_short_by_the_reader_is_not_an_error():
+    import subprocess
+    import sys
+
+    # `true` exits without reading: the command's first write meets a closed pipe
+    cmd = f"{sys.executable} -m skillsynth world list tau2:retail | true; exit ${{PIPESTATUS[0]}}"
+    proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr

@@ -10,6 +10,7 @@ skill, a broken database), 2 a usage error (bad options, a path that does not ex
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -50,4 +51,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("skillsynth: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (`skillsynth db info X | head`): not a failure of the command;
+        # stdout goes to devnull so the interpreter's final flush cannot raise again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     return EXIT_OK
