@@ -67,6 +67,12 @@ def read_config_file(path: str | Path, what: str) -> Any:
         return json.loads(text) if is_json else yaml.safe_load(text)
     except FileNotFoundError as exc:
         raise ConfigError(f"{what} not found", source=str(p)) from exc
+    except IsADirectoryError as exc:
+        raise ConfigError(f"{what} is a folder, not a file", source=str(p)) from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{what} is not UTF-8 text (byte {exc.start})", source=str(p)) from exc
+    except OSError as exc:
+        raise ConfigError(f"{what} cannot be read: {exc.strerror}", source=str(p)) from exc
     except json.JSONDecodeError as exc:
         raise ConfigError(f"not valid JSON: {exc}", source=str(p)) from exc
     except yaml.YAMLError as exc:

@@ -152,3 +152,15 @@ def test_the_shipped_calibration_of_the_embedded_embedder_has_provenance():
         assert len(c["sha256"]) == 64 and c["pairs"] > 0 and c["same_family_pairs"] > 0
     th = load_thresholds(env={}, embedder=EMBED_MODEL_ID)
     assert (th.similarity_tau, th.recall_tau) == (cal["similarity_tau"], cal["recall_tau"])
+
+
+def test_a_settings_path_that_is_a_folder_or_binary_is_a_config_error(tmp_path):
+    from skillsynth.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="is a folder"):
+        load_thresholds(tmp_path)
+    binary = tmp_path / "memory_settings.json"
+    binary.write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe")
+    with pytest.raises(ConfigError, match="not UTF-8 text") as exc:
+        load_thresholds(binary)
+    assert str(binary) in str(exc.value)
