@@ -67,6 +67,8 @@ class FakeLLM(FakeChatModel):
 class FakeEmbedder:
     """FAKE embedder: texts mentioning 'invoice' point one way, 'mail' another."""
 
+    embedder_id = "fake-invoice-mail:3"
+
     def __init__(self, fail=False):
         self.fail = fail
 
@@ -111,6 +113,7 @@ def test_three_similar_sessions_make_one_procedure_with_provenance(store):
     assert [s["tool"] for s in proc.tool_sequence] == ["search_file", "read_file", "reply"]
     assert (proc.success_count, proc.attempt_count) == (3, 3)
     assert proc.vector() is not None
+    assert store.get_meta("embedder_id") == "fake-invoice-mail:3"  # recorded with the vector
 
 
 def test_two_sessions_do_not(store):

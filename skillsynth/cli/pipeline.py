@@ -30,8 +30,7 @@ def _synthesize(args: argparse.Namespace) -> int:
 
     th = thresholds_of(args)
     with MemoryStore.open(args.db, read_only=args.dry_run) as store, clients(args) as (c, e):
-        if not args.dry_run:
-            check_store_embedder(store, e)
+        check_store_embedder(store, e, record=False)  # refuse a mix before any work
         rep = synthesize_skills(store, c, e, th, method=args.method, rate=args.rate,
                                 mode=args.mode, dry_run=args.dry_run,
                                 memory_disabled=gaia_memory_disabled())

@@ -21,7 +21,7 @@ from typing import Literal
 
 from ..config import Thresholds
 from ..errors import StoreError
-from ..models.embed import Embeds
+from ..models.embed import EMBEDDER_META_KEY, Embeds
 from ..store import MemoryStore, Procedure, encode_embedding
 from .cluster import Cluster
 from .recall import ProcedureIndex
@@ -105,6 +105,10 @@ def reconcile_and_store(candidate: Skill, cluster: Cluster, store: MemoryStore,
         provenance={"source": PROVENANCE_SOURCE, "from_sessions": list(cluster.session_ids)},
         version=candidate.version, embedding=encode_embedding(vec))
     with store.transaction():
+        embedder_id = getattr(embedder, "embedder_id", None)
+        if embedder_id and store.get_meta(EMBEDDER_META_KEY) is None:
+            # the first stored vector records whose it is (not a pass that wrote nothing)
+            store.set_meta(EMBEDDER_META_KEY, embedder_id)
         stored = store.put_procedure(proc)
         if best is not None:
             store.supersede_procedure(best.procedure.id, stored.id)
