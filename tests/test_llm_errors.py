@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 
@@ -117,3 +118,49 @@ def test_recorded_lemonade_health_models_and_request_shape():
                                                        "schema": {"type": "object"}}}
     assert (sent["model"], sent["temperature"], sent["max_tokens"], sent["stop"]) == \
         ("Gemma-4-E4B-it-GGUF", 0.1, 64, ["\n\n"])
+
+
+def test_a_trickling_server_is_cut_off_at_the_request_deadline():
+    # one byte every 0.2 s never trips a per-read timeout of 1 s; the whole-request
+    # deadline (timeout_s) must end each attempt
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Trickle(BaseHTTPRequestHandler):
+        def do_GET(self):  # /models answers at once
+            body = json.dumps(REC["models"]).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "400")
+            self.end_headers()
+            try:
+                for _ in range(400):
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+                    time.sleep(0.2)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Trickle)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}{P}"
+        t0 = time.monotonic()
+        with ChatClient(_ep(url, timeout_s=1.0, max_retries=1)) as c, \
+                pytest.raises(LLMUnavailable, match="no complete answer within 1 s"):
+            c.chat(MSG)
+        assert time.monotonic() - t0 < 5  # two attempts of about 1 s, not 80 s of trickle
+    finally:
+        server.shutdown()

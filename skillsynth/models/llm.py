@@ -56,8 +56,9 @@ class Endpoint:
         base_url: the OpenAI-compatible root (``.../api/v1`` or ``.../v1``).
         model: the model id the server must list under ``/models``.
         api_key: sent as ``Authorization: Bearer``; never printed.
-        timeout_s: read timeout per request. Lemonade's first request to a model it has not
-            downloaded can take minutes; raise this for that case rather than retrying.
+        timeout_s: the most seconds one request may take, answer read whole (each attempt;
+            a trickling server is cut off too). Lemonade's first request to a model it has
+            not downloaded can take minutes; raise this for that case rather than retrying.
         connect_timeout_s: how long to wait for the TCP connection.
         max_retries: retries after a connection failure, timeout or 5xx (then give up).
         retry_backoff_s: first pause between retries; doubles each time.
@@ -104,6 +105,10 @@ class Endpoint:
         return "skillsynth models prepare"
 
 
+class _DeadlineExceeded(Exception):
+    """A request's answer did not arrive whole within the endpoint's deadline."""
+
+
 class ModelConnection:
     """HTTP to one endpoint: retries, error translation, request counting.
 
@@ -139,9 +144,12 @@ class ModelConnection:
                 time.sleep(e.retry_backoff_s * 2 ** (attempt - 1))
             self.requests_sent += 1
             try:
-                resp = self._http.request(method, path, json=payload)
+                resp = self._send(method, path, payload)
             except (httpx.TransportError, httpx.TimeoutException) as exc:
                 last = f"{type(exc).__name__}: {exc}"
+                continue
+            except _DeadlineExceeded as exc:
+                last = str(exc)
                 continue
             if resp.status_code >= 500 and not self._is_model_error(resp):
                 last = f"HTTP {resp.status_code}: {resp.text[:300]}"
@@ -151,6 +159,23 @@ class ModelConnection:
                 else "start the embedded servers (`skillsynth models serve`)")
         raise self._err(LLMUnavailable, f"no usable answer from {path} after {attempts} "
                         f"attempt(s); last: {last}. Is the server running? ({hint})")
+
+    def _send(self, method: str, path: str, payload: Any) -> httpx.Response:
+        """One request, read whole within the endpoint's overall deadline (``timeout_s``).
+
+        httpx's timeout bounds each read; a server that trickles a byte at a time would
+        keep a request (and whatever waits on it) alive indefinitely without this bound.
+        """
+        deadline = time.monotonic() + self.endpoint.timeout_s
+        with self._http.stream(method, path, json=payload) as resp:
+            body = bytearray()
+            for chunk in resp.iter_bytes():
+                body += chunk
+                if time.monotonic() > deadline:
+                    raise _DeadlineExceeded(f"no complete answer within "
+                                            f"{self.endpoint.timeout_s:g} s")
+            return httpx.Response(resp.status_code, headers=resp.headers, content=bytes(body),
+                                  request=resp.request)
 
     @staticmethod
     def _error_code(resp: httpx.Response) -> tuple[str, str]:
