@@ -78,6 +78,17 @@ def test_a_repeated_text_is_embedded_once_per_call(servers):
         assert v.shape == (5, 384)
 
 
+def test_a_goal_longer_than_the_embedders_context_is_cut_and_counted(servers):
+    # 16.5k characters of goal (a pasted log) used to fail the whole batch with HTTP 500;
+    # the densest text at the bound (ids and digits) must still fit MiniLM's 512 tokens
+    dense = " ".join(f"#W{i:07d}/{i * 7919 % 10**9}" for i in range(2000))
+    paste = "Please fix this. " + "ERROR 0x1f3a at frame 12: null deref. " * 440
+    with Embedder(servers.embed) as e:
+        v = e.embed([paste, dense, "find my invoice"])
+        assert v.shape == (3, 384) and e.truncated == 2
+        assert e.embed(["find my invoice"]).shape == (1, 384) and e.truncated == 2
+
+
 def test_similar_goals_score_higher_than_unrelated(servers):
     with Embedder(servers.embed) as e:
         a, b, c = e.embed(["Cancel my flight reservation ABC123",

@@ -7,6 +7,7 @@ keeps in ``meta.embedder_id``. Vectors from different embedders are never mixed:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Self
 
@@ -19,9 +20,17 @@ from ..store import MemoryStore
 from .cache import CallCache, cache_key
 from .llm import Endpoint, ModelConnection
 
-__all__ = ["EMBEDDER_META_KEY", "Embedder", "Embeds", "check_store_embedder"]
+__all__ = ["EMBEDDER_META_KEY", "MAX_CHARS", "TOKEN_CHECK_CHARS", "Embedder", "Embeds",
+           "check_store_embedder"]
 
 EMBEDDER_META_KEY = "embedder_id"
+
+
+#: The default bound on one embedded text, in characters (see :class:`Embedder`).
+MAX_CHARS = 2000
+#: Above this many characters a text is measured in tokens on the embedded server.
+TOKEN_CHECK_CHARS = 500
+log = logging.getLogger(__name__)
 
 
 class Embedder:
@@ -34,13 +43,27 @@ class Embedder:
         document_prefix: prepended to document texts (``"search_document: "``).
         cache: optional call cache; each text is cached on its own.
         transport: for tests that count requests.
+        max_chars: texts longer than this are cut to it before embedding (and counted in
+            :attr:`truncated`): an embedding model has a fixed context (MiniLM and nomic:
+            512 tokens) and a longer input fails the whole batch. Every shipped corpus's
+            goals fit (the longest, tau-bench's, is 1,326 characters).
+
+    On the embedded llama-server (backend ``local``) the bound is exact: a text over
+    :data:`TOKEN_CHECK_CHARS` characters is tokenized by the server and, when it has more
+    tokens than the server's context allows, cut to the tokens that fit (counted too).
     """
 
     def __init__(self, endpoint: Endpoint, *, batch_size: int = 64, query_prefix: str = "",
                  document_prefix: str = "", cache: CallCache | None = None,
-                 transport: httpx.BaseTransport | None = None):
+                 transport: httpx.BaseTransport | None = None, max_chars: int = MAX_CHARS):
         if batch_size < 1:
             raise EmbedderError("batch_size must be >= 1")
+        if max_chars < 1:
+            raise EmbedderError("max_chars must be >= 1")
+        self.max_chars = max_chars
+        #: texts cut to fit the model so far.
+        self.truncated = 0
+        self._ctx: int | None = None
         self.endpoint = endpoint
         self.batch_size = batch_size
         self.prefixes = {"query": query_prefix, "document": document_prefix}
@@ -84,7 +107,7 @@ class Embedder:
         if kind not in self.prefixes:
             raise EmbedderError(f"kind must be 'query' or 'document', got {kind!r}")
         prefix = self.prefixes[kind]
-        inputs = [prefix + t for t in texts]
+        inputs = [self._bound(prefix + t) for t in texts]
         out: list[np.ndarray | None] = [None] * len(inputs)
         keys: list[str | None] = [None] * len(inputs)
         if self.cache is not None:
@@ -121,6 +144,34 @@ class Embedder:
         arr = np.vstack([v for v in out if v is not None]).astype(np.float32)
         self._set_dim(arr.shape[1])
         return arr
+
+    def _bound(self, text: str) -> str:
+        """``text`` cut to what the model can read (counted when cut)."""
+        cut = text[:self.max_chars]
+        if self.endpoint.backend == "local" and len(cut) > TOKEN_CHECK_CHARS:
+            cut = self._token_bound(cut)
+        if cut != text:
+            self.truncated += 1
+            log.info("a %d-character text was cut to %d characters before embedding",
+                     len(text), len(cut))
+        return cut
+
+    def _token_bound(self, text: str) -> str:
+        """llama-server: keep the tokens that fit the server's context (CLS and SEP aside)."""
+        root = self.endpoint.base_url.removesuffix("/v1")
+        try:
+            if self._ctx is None:
+                props = self.conn.request("GET", f"{root}/props")
+                self._ctx = int(props["default_generation_settings"]["n_ctx"])
+            tokens = self.conn.request("POST", f"{root}/tokenize", {"content": text})["tokens"]
+            room = self._ctx - 2
+            if len(tokens) <= room:
+                return text
+            out = self.conn.request("POST", f"{root}/detokenize", {"tokens": tokens[:room]})
+            return str(out["content"]).strip()
+        except (LLMError, KeyError, TypeError, ValueError) as exc:
+            raise EmbedderError(f"{self.endpoint.model}: cannot bound a {len(text)}-character "
+                                f"text to the server's context: {exc}") from exc
 
     def _set_dim(self, d: int) -> None:
         if self._dim is None:
