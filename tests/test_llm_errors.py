@@ -164,3 +164,25 @@ def test_a_trickling_server_is_cut_off_at_the_request_deadline():
         assert time.monotonic() - t0 < 5  # two attempts of about 1 s, not 80 s of trickle
     finally:
         server.shutdown()
+
+
+def test_a_text_over_the_character_bound_is_cut_before_embedding():
+    import httpx
+
+    from skillsynth.models.embed import Embedder
+
+    seen = []
+
+    def handler(request):
+        if request.url.path.endswith("/models"):
+            return httpx.Response(200, json={"data": [{"id": "embed-m"}]})
+        texts = json.loads(request.content)["input"]
+        seen.extend(texts)
+        return httpx.Response(200, json={"data": [
+            {"index": i, "embedding": [1.0, float(len(t) % 7)]} for i, t in enumerate(texts)]})
+
+    ep = Endpoint("lemonade", "http://lemonade.test/api/v1", "embed-m")
+    with Embedder(ep, transport=httpx.MockTransport(handler), max_chars=100) as e:
+        v = e.embed(["x" * 16_500, "short goal"])
+    assert v.shape == (2, 2) and e.truncated == 1
+    assert [len(t) for t in seen] == [100, 10]
