@@ -219,7 +219,7 @@ def test_synthesize_recall_a_new_paraphrase_then_not_after_disable(servers, tmp_
     assert import_corpus("jsonl", src, db).sessions_imported == 3
     with MemoryStore.open(db) as store, \
             ChatClient(servers.chat) as chat, Embedder(servers.embed) as emb:
-        rep = synthesize_skills(store, chat, emb, cfg, mode="json", env={})
+        rep = synthesize_skills(store, chat, emb, cfg, mode="json")
         assert rep.status == "ran" and rep.qualified == 1 and rep.llm_calls == 1
         assert rep.added == 1, f"the model did not produce a skill: {rep.as_dict()}"
         (p,) = store.procedures()
@@ -366,7 +366,8 @@ def test_live_smoke_two_tau2_retail_tasks_both_arms(servers, tmp_path):
     for r in runs:  # tau2's evaluators scored every run, whatever ended it
         assert r["reward"] is not None and "breakdown" in r["score_detail"], r["score_detail"]
         assert r["prompt_tokens"] > 0 and r["termination"] in ("agent-stop", "step-limit")
-    assert res.summary["live"] == {"world": "tau2:retail", "probes": 2, "not_in_world": []}
+    assert res.summary["live"] == {"world": "tau2:retail", "probes": 2, "not_in_world": [],
+                                   "user_model": None}
     for name in ("live_success_change", "live_share_made_worse", "live_prompt_token_change"):
         k = res.kpis[name]
         assert k.n == 2 and k.value is not None and k.lo is not None and k.hi is not None
