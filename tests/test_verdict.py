@@ -45,6 +45,14 @@ def test_live_point_uses_the_live_figures_and_intervals_decide():
     assert "live_share_made_worse 0.25" in steps.note
     assert rows["No harm"].status == "INCONCLUSIVE"  # [-0.2, 0.1] spans 0
     assert rows["Format validity (gaia691)"].status == "FAIL"
+    # live arms but no probe that succeeded in both: the live figure is missing, not replaced
+    none_ok = verdict(_point("f", live_step_reduction=_k(None, n=0),
+                             live_success_change=_k(0.0, n=2), live_share_made_worse=_k(0.0, n=2),
+                             step_reduction_live_probes=_k(-0.3, n=2)))
+    steps = {r.criterion: r for r in none_ok}["Tool-step reduction"]
+    assert (steps.status, steps.kpi, steps.basis) == ("NOT MEASURED", "live_step_reduction", "live")
+    assert "replay estimate on these probes -0.30" in steps.note
+    assert "live_share_made_worse 0.00" in {r.criterion: r for r in none_ok}["No harm"].note
     harmed = verdict(_point("c", live_step_reduction=_k(0.3, 0.1, 0.5),
                             live_success_change=_k(-0.3, -0.5, -0.1)))
     assert _status(harmed)["Tool-step reduction"][0] == "PASS"

@@ -86,21 +86,26 @@ def verdict(point: Mapping[str, Any]) -> list[VerdictRow]:
     rows.append(VerdictRow("Auto-synthesis fires", "a procedure exists for families with >= 3 "
                            "similar successes (share of probes > 0)", "synthesis_fired_rate",
                            v, lo, hi, n, _above(v, lo, hi, n, 0.0, strict=True), "replay"))
-    live = _k(kpis, "live_step_reduction")
-    worse_name = "live_share_made_worse" if live[3] else "share_made_worse"
+    # a point that ran live arms is judged on them, even where no probe succeeded in both
+    has_live = bool(_k(kpis, "live_success_change")[3] or _k(kpis, "live_step_reduction")[3])
+    worse_name = "live_share_made_worse" if has_live else "share_made_worse"
     w = _k(kpis, worse_name)
     worse_note = f"{worse_name} {w[0]:.2f} (n={w[3]})" if w[0] is not None else ""
-    name, basis = ("live_step_reduction", "live") if live[3] else \
+    name, basis = ("live_step_reduction", "live") if has_live else \
         ("step_reduction", "replay estimate")
     v, lo, hi, n = _k(kpis, name)
+    note = worse_note
+    est = _k(kpis, "step_reduction_live_probes")
+    if has_live and est[0] is not None:
+        note += f"; replay estimate on these probes {est[0]:.2f} (n={est[3]})"
     rows.append(VerdictRow("Tool-step reduction", "the 4th attempt uses fewer tool steps than "
                            "without memory (reduction > 0)", name, v, lo, hi, n,
-                           _above(v, lo, hi, n, 0.0, strict=True), basis, worse_note))
+                           _above(v, lo, hi, n, 0.0, strict=True), basis, note))
     v, lo, hi, n = _k(kpis, "live_success_change")
     rows.append(VerdictRow("No harm", "memory never lowers the success rate (change >= 0)",
                            "live_success_change", v, lo, hi, n,
                            _above(v, lo, hi, n, 0.0, strict=False), "live" if n else "-",
-                           worse_note if live[3] or n else ""))
+                           worse_note if has_live else ""))
     for profile in ("gaia691", "agentskills"):
         v, lo, hi, n = _k(kpis, f"validity_{profile}")
         rows.append(VerdictRow(f"Format validity ({profile})", "100% of synthesized SKILL.md "
@@ -151,7 +156,8 @@ def recommend(points: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
     arm), ties broken by fewer probes made worse; None when no point qualifies."""
     def key(p: Mapping[str, Any]) -> tuple[float, float]:
         k = p["kpis"]
-        live = (k.get("live_step_reduction") or {}).get("n")
+        live = (k.get("live_success_change") or {}).get("n") or \
+            (k.get("live_step_reduction") or {}).get("n")
         red = (k.get("live_step_reduction" if live else "step_reduction") or {}).get("value")
         worse = (k.get("live_share_made_worse" if live else "share_made_worse") or {}
                  ).get("value")
