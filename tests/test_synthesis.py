@@ -308,3 +308,35 @@ def test_a_cached_malformed_answer_counts_as_a_cache_hit_on_every_rerun(store, d
                 rep = synthesize_skills(store, llm, FakeEmbedder(), Thresholds())
             assert (rep.llm_calls, rep.cache_hits) == expected
             assert rep.added == 0 and "malformed" in rep.skipped[0][1]
+
+
+class FakeLLMWithAWriter(FakeLLM):
+    """FAKE chat client: while it 'thinks', another process's connection writes to the db."""
+
+    def __init__(self, db_path, *answers):
+        super().__init__(*answers)
+        self.db_path, self.wrote = db_path, 0
+
+    def chat(self, messages, **kw):
+        import sqlite3
+
+        conn = sqlite3.connect(self.db_path, timeout=0)  # no waiting: a held lock fails now
+        try:
+            with conn:
+                conn.execute("INSERT INTO meta (key, value) VALUES (?, ?)",
+                             (f"gaia-wrote-{self.calls}", "during the model call"))
+            self.wrote += 1
+        finally:
+            conn.close()
+        return super().chat(messages, **kw)
+
+
+def test_no_write_lock_is_held_while_the_model_answers(store, db_path):
+    # GAIA, an import or a second pass must be able to write while a pass waits on the model
+    good_mail = _invoice_and_mail(store)
+    llm = FakeLLMWithAWriter(db_path, ANSWER, good_mail)
+    rep = synthesize_skills(store, llm, FakeEmbedder(), Thresholds())
+    assert llm.wrote == llm.calls == 2  # both writes went through, none hit "locked"
+    assert (rep.status, rep.added) == ("ran", 2)
+    assert {p.name for p in store.procedures()} == {"find-invoice", "sort-mail"}
+    assert store.get_meta("gaia-wrote-0") == "during the model call"

@@ -19,6 +19,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
+
 from ..config import Thresholds
 from ..errors import StoreError
 from ..models.embed import EMBEDDER_META_KEY, Embeds
@@ -76,9 +78,11 @@ def _check_provenance(store: MemoryStore, sessions: Sequence[str]) -> None:
 
 def reconcile_and_store(candidate: Skill, cluster: Cluster, store: MemoryStore,
                         embedder: Embeds, config: Thresholds, *,
-                        dry_run: bool = False) -> Reconciled:
-    """Decide ADD / UPDATE / NOOP for ``candidate`` and write it (unless ``dry_run``)."""
-    vec = embedder.embed([candidate.description], kind="document")[0]
+                        dry_run: bool = False, vector: np.ndarray | None = None) -> Reconciled:
+    """Decide ADD / UPDATE / NOOP for ``candidate`` and write it (unless ``dry_run``) in one
+    short transaction. ``vector``: the candidate's description already embedded."""
+    vec = vector if vector is not None else \
+        embedder.embed([candidate.description], kind="document")[0]
     index = ProcedureIndex.from_store(store)
     nearest = index.search(vec, top_k=1, tau=config.effective_reconcile_tau)
     best = nearest[0] if nearest else None

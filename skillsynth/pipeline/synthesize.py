@@ -5,13 +5,17 @@ Floors (the seed's off-state table):
 * memory disabled (``GAIA_MEMORY_DISABLED=1``): nothing happens, nothing is read;
 * synthesis disabled (``enabled: false``): the pass is skipped and logged; stored
   procedures stay recallable;
-* LLM unavailable: the whole pass is skipped and logged, the store unchanged (the model is
-  probed before anything is written; a failure mid-pass rolls back the pass's writes);
+* LLM unavailable: the whole pass is skipped and logged, the store unchanged (every model
+  call comes before the first write);
 * malformed model output: that cluster is skipped and logged, the others go on; a skill
   naming a tool its runs never called (ungrounded) is malformed and counted apart;
-* embedder failure: raised (clustering without embeddings would be guessing).
+* embedder failure: raised (clustering without embeddings would be guessing), also before
+  the first write.
 
-Never a smaller-model or other-backend swap.
+No lock is held while the model answers: the pass distils every cluster first, embeds the
+skills, then writes each reconciled procedure in its own short transaction, so GAIA, an
+import or a second pass can write to the database meanwhile. Never a smaller-model or
+other-backend swap.
 """
 
 from __future__ import annotations
@@ -25,15 +29,15 @@ from ..config import Thresholds
 from ..errors import LLMError, MalformedSkill, UngroundedSkill
 from ..protocols import ChatModel, Embeds
 from ..store import MemoryStore
-from .cluster import Method, RateDefinition, cluster_by_goal
+from .cluster import Cluster, Method, RateDefinition, cluster_by_goal
 from .detect import Watermark, extract_sequences
 from .distill import DistillMode, distill
 from .reconcile import reconcile_and_store
+from .skill import Skill
 
 __all__ = ["PassReport", "synthesize_skills"]
 
 log = logging.getLogger("skillsynth.pipeline.synthesize")
-
 
 
 @dataclass(frozen=True)
@@ -132,39 +136,48 @@ def synthesize_skills(
         skipped = list(over)
         added = updated = noop = distilled = ungrounded = repaired = renamed = 0
         ids: list[str] = []
-        with store.transaction():
-            for c in todo:
-                label = ",".join(c.session_ids[:3]) + ("…" if c.size > 3 else "")
-                try:
-                    d = distill(c, llm, config, mode)
-                except UngroundedSkill as exc:
-                    log.warning("cluster [%s]: ungrounded skill rejected: %s", label, exc)
-                    skipped.append((label, f"ungrounded: {exc}"))
-                    ungrounded += 1
-                    continue
-                except MalformedSkill as exc:
-                    log.warning("cluster [%s]: malformed model output skipped: %s", label, exc)
-                    skipped.append((label, f"malformed: {exc}"))
-                    continue
-                if d.skill is None:
-                    log.info("cluster [%s]: the model answered SKIP", label)
-                    skipped.append((label, "model answered SKIP"))
-                    continue
-                distilled += 1
-                repaired += bool(d.repairs)
-                r = reconcile_and_store(d.skill, c, store, embedder, config)
-                if r.renamed_from:
-                    log.info("cluster [%s]: name %s taken by an active procedure: stored as "
-                             "its next free variant", label, r.renamed_from)
-                    renamed += 1
-                if r.action == "ADD":
-                    added += 1
-                elif r.action == "UPDATE":
-                    updated += 1
-                else:
-                    noop += 1
-                if r.procedure_id:
-                    ids.append(r.procedure_id)
+        # 1. every model call first, holding no lock: GAIA, an import or a second pass can
+        #    write to the database meanwhile; a model failure here leaves it untouched
+        kept: list[tuple[str, Cluster, Skill]] = []
+        for c in todo:
+            label = ",".join(c.session_ids[:3]) + ("…" if c.size > 3 else "")
+            try:
+                d = distill(c, llm, config, mode)
+            except UngroundedSkill as exc:
+                log.warning("cluster [%s]: ungrounded skill rejected: %s", label, exc)
+                skipped.append((label, f"ungrounded: {exc}"))
+                ungrounded += 1
+                continue
+            except MalformedSkill as exc:
+                log.warning("cluster [%s]: malformed model output skipped: %s", label, exc)
+                skipped.append((label, f"malformed: {exc}"))
+                continue
+            if d.skill is None:
+                log.info("cluster [%s]: the model answered SKIP", label)
+                skipped.append((label, "model answered SKIP"))
+                continue
+            distilled += 1
+            repaired += bool(d.repairs)
+            kept.append((label, c, d.skill))
+        # 2. the skills' vectors, still before any write (an embedder failure raises here)
+        vecs = list(embedder.embed([sk.description for _, _, sk in kept], kind="document")
+                    if kept else [])
+        # 3. each reconciled procedure in its own short transaction, in cluster order (so
+        #    each sees the ones before it, as one long transaction did)
+        for (label, c, skill), vec in zip(kept, vecs, strict=True):
+            r = reconcile_and_store(skill, c, store, embedder, config, vector=vec)
+            if r.renamed_from:
+                log.info("cluster [%s]: name %s taken by an active procedure: stored as "
+                         "its next free variant", label, r.renamed_from)
+                renamed += 1
+            if r.action == "ADD":
+                added += 1
+            elif r.action == "UPDATE":
+                updated += 1
+            else:
+                noop += 1
+            if r.procedure_id:
+                ids.append(r.procedure_id)
     except LLMError as exc:
         log.error("LLM unavailable: synthesis pass skipped, store unchanged: %s", exc)
         return PassReport("llm-unavailable", **base, message=str(exc),
