@@ -309,3 +309,17 @@ def test_synthetic_manifest_rebuilds_what_it_promises(tmp_path):
     assert man["rebuild"].startswith("skillsynth corpus generate --families 8 --seed 0")
     generate_corpus(tmp_path / "s.db", families=8, seed=0, attempts=5)
     _assert_manifest(corpus_stats(tmp_path / "s.db"), DATASETS / "synthetic-8")
+
+
+def test_tau2_accepts_a_bare_list_of_simulations_with_a_tasks_file(tmp_path):
+    doc = _raw(T2A / "gpt-4.1_airline_default_gpt-4.1_1trials.json.gz")
+    bare = tmp_path / "submission.json"
+    bare.write_text(json.dumps(doc["simulations"]))
+    rep = import_corpus("tau2", bare, tmp_path / "b.db", tasks=T2A / "tasks_airline_HEAD.json.gz")
+    full = import_corpus("tau2", T2A / "gpt-4.1_airline_default_gpt-4.1_1trials.json.gz",
+                         tmp_path / "f.db")
+    assert rep.sessions_imported == full.sessions_imported == len(doc["simulations"])
+    with LabelStore(labels_path_for(tmp_path / "b.db")) as a, \
+            LabelStore(labels_path_for(tmp_path / "f.db")) as b:
+        assert sorted(x.task_id for x in a.all()) == sorted(x.task_id for x in b.all())
+        assert all(x.task_id.startswith("airline/") for x in a.all())

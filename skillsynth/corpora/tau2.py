@@ -1,4 +1,5 @@
-"""tau2-bench results files: ``{info, tasks, simulations}``, one file per agent run.
+"""tau2-bench results files: ``{info, tasks, simulations}``, one file per agent run (or a
+bare list of simulations, as some published submissions are, with a tasks file).
 
 Each simulation is one session. Its goal is its task's ``user_scenario.instructions
 .reason_for_call``; the task comes from the file's own ``tasks`` (they take precedence,
@@ -60,8 +61,11 @@ def read_tau2(path: str | Path, *, fallback_tasks: Mapping[str, dict[str, Any]] 
     src = SourceFile(path)
     try:
         doc = src.load()
+        if isinstance(doc, list):  # the bare list of simulations some submissions publish
+            doc = {"simulations": doc}
         if not isinstance(doc, Mapping):
-            raise src.error("expected a results object with 'simulations'", field="document")
+            raise src.error("expected a results object with 'simulations' (or a list of "
+                            "simulations)", field="document")
         sims = doc.get("simulations")
         if not isinstance(sims, list):
             raise src.error("missing or not a list", field="simulations")
@@ -74,7 +78,8 @@ def read_tau2(path: str | Path, *, fallback_tasks: Mapping[str, dict[str, Any]] 
             own[str(t["id"])] = dict(t)
     raw_info = doc.get("info")
     info: Mapping[str, Any] = raw_info if isinstance(raw_info, Mapping) else {}
-    domain = (info.get("environment_info") or {}).get("domain_name") or "unknown"
+    domain = (info.get("environment_info") or {}).get("domain_name") or \
+        _task_domain(sims, own, fallback_tasks or {}) or "unknown"
     agent = (info.get("agent_info") or {}).get("llm")
     for i, sim in enumerate(sims):
         record = f"simulations[{i}]"
@@ -83,6 +88,18 @@ def read_tau2(path: str | Path, *, fallback_tasks: Mapping[str, dict[str, Any]] 
                            first_index + i)
         except FieldError as exc:
             yield BadRecord(src.error(exc.message, record=record, field=exc.field))
+
+
+def _task_domain(sims: list[Any], own: Mapping[str, Any], fallback: Mapping[str, Any]
+                 ) -> str | None:
+    """A file without ``info`` (a bare list): the domain its tasks' scenarios name."""
+    for sim in sims:
+        task = own.get(str(sim.get("task_id"))) or fallback.get(str(sim.get("task_id"))) \
+            if isinstance(sim, Mapping) else None
+        ins = ((task or {}).get("user_scenario") or {}).get("instructions")
+        if isinstance(ins, Mapping) and isinstance(ins.get("domain"), str):
+            return str(ins["domain"])
+    return None
 
 
 def _session(src: SourceFile, record: str, sim: Any, own: Mapping[str, Any],
