@@ -249,12 +249,14 @@ def test_jsonl_bad_line_skips_only_its_session(tmp_path):
     lines = [{"session_id": "a", "tool_name": "t", "success": True, "goal": "do a"},
              {"session_id": "b", "tool_name": "t"},  # no success
              {"session_id": "b", "tool_name": "u", "success": True},
-             {"session_id": "c", "tool_name": "t", "success": False, "error": "boom"}]
+             {"session_id": "c", "tool_name": "t", "success": False, "error": "boom"},
+             {"session_id": "d", "tool_name": "t", "success": True, "args": {"q": "a\u0000b"}}]
     src = tmp_path / "x.jsonl"
     src.write_text("\n".join(json.dumps(x) for x in lines) + "\n{broken\n")
     rep = import_corpus("jsonl", src, tmp_path / "x.db", skip_bad=True)
-    assert rep.sessions_imported == 2 and len(rep.skipped) == 2
-    assert {s["record"] for s in rep.skipped} == {"line 2", "line 5"}
+    assert rep.sessions_imported == 2 and len(rep.skipped) == 3
+    assert {s["record"] for s in rep.skipped} == {"line 2", "line 5", "line 6"}
+    assert any("NUL" in s["error"] for s in rep.skipped)
     with MemoryStore.open(tmp_path / "x.db", read_only=True) as s:
         assert s.session_ids() == ["a", "c"] and s.turns("a")[0].content == "do a"
 

@@ -119,6 +119,9 @@ def test_parse_maps_intermediate_to_canonical():
     (GOOD.replace('"The user asks: summarise a report"', "The user asks: summarise"),
      "frontmatter"),
     ("SKIP", "frontmatter"),
+    (GOOD.replace("1. Call search_file.", "1. Call search_file.\x00"), "document"),
+    (GOOD.replace('"The user asks: summarise a report"', '"The user asks\\u0000 a report"'),
+     "frontmatter"),  # an escaped NUL, as JSON-mode renders one
 ])
 def test_parse_rejects_malformed_input_naming_the_field(text, field):
     with pytest.raises(MalformedSkill) as info:

@@ -166,7 +166,8 @@ def _skip_ws(text: str, pos: int) -> int:
 
 
 def check_text(value: Any, path: str = "") -> None:
-    """Raise for the first string under ``value`` that is not clean UTF-8 or too long."""
+    """Raise for the first string under ``value`` that is not clean UTF-8, holds a NUL or is
+    too long."""
     if isinstance(value, str):
         if len(value) > MAX_FIELD_CHARS:
             raise FieldError(path or "document", f"{len(value)} characters, over the "
@@ -175,6 +176,8 @@ def check_text(value: Any, path: str = "") -> None:
             value.encode("utf-8")
         except UnicodeEncodeError:
             raise FieldError(path or "document", "invalid UTF-8") from None
+        if "\x00" in value:  # SQLite's string functions stop at it; GAIA never writes one
+            raise FieldError(path or "document", "contains a NUL character (\\u0000)")
     elif isinstance(value, Mapping):
         for k, v in value.items():
             check_text(k, f"{path}.<key>".lstrip("."))

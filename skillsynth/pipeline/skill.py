@@ -177,6 +177,8 @@ class Skill:
         """
         if not isinstance(text, str):
             raise MalformedSkill("expected the document as text", field="document")
+        if "\x00" in text:
+            raise MalformedSkill("contains a NUL character", field="document")
         front, body = _split_frontmatter(text)
         try:
             data = yaml.safe_load(front)
@@ -186,6 +188,8 @@ class Skill:
         if not isinstance(data, dict):
             raise MalformedSkill("frontmatter must be a mapping of name, when_to_use and "
                                  "tools_required", field="frontmatter")
+        if _has_nul(data):  # an escaped NUL (\u0000) decoded by YAML
+            raise MalformedSkill("contains a NUL character", field="frontmatter")
         unknown = sorted(str(k) for k in data if k not in INTERMEDIATE_KEYS)
         if unknown:
             raise MalformedSkill(f"unexpected frontmatter keys: {', '.join(unknown)} "
@@ -312,6 +316,16 @@ def _q(value: str) -> str:
             out.append(ch)
         prev = ch
     return '"' + "".join(out) + '"'
+
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(v) for v in value)
+    return False
 
 
 def _split_frontmatter(text: str) -> tuple[str, str]:
