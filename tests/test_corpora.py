@@ -325,3 +325,20 @@ def test_tau2_accepts_a_bare_list_of_simulations_with_a_tasks_file(tmp_path):
             LabelStore(labels_path_for(tmp_path / "f.db")) as b:
         assert sorted(x.task_id for x in a.all()) == sorted(x.task_id for x in b.all())
         assert all(x.task_id.startswith("airline/") for x in a.all())
+
+
+def test_a_broken_trajectory_mid_file_costs_only_itself_with_skip_bad(tmp_path):
+    items = _raw(TB)[:4]
+    good = [json.dumps(x) for x in items]
+    broken = good[1].replace('"reward":', '"reward"::', 1)  # a syntax error inside item 1
+    src = tmp_path / "tb.json"
+    src.write_text("[" + ",\n".join([good[0], broken, good[2], good[3]]) + "]")
+    rep = import_corpus("taubench", src, tmp_path / "a.db", skip_bad=True)
+    assert rep.sessions_imported == 3 and [s["record"] for s in rep.skipped] == [1]
+    with pytest.raises(CorpusFormatError, match="record 1"):
+        import_corpus("taubench", src, tmp_path / "b.db")  # without --skip-bad: stops
+
+
+def test_the_wrong_format_with_skip_bad_is_an_error_not_an_empty_corpus(tmp_path):
+    with pytest.raises(CorpusFormatError, match="is --format right"):
+        import_corpus("jsonl", TB, tmp_path / "w.db", skip_bad=True)

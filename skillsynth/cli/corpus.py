@@ -15,6 +15,9 @@ from ._common import (
 
 __all__ = ["register"]
 
+#: Skipped records printed one by one (``--json`` carries every one).
+_SHOW = 20
+
 
 def _corpus_generate(args: argparse.Namespace) -> int:
     from ..corpora import NoiseConfig, generate_corpus
@@ -48,8 +51,10 @@ def _corpus_import(args: argparse.Namespace) -> int:
     for flag, n in rep.flags.items():
         print(f"  {n} sessions flagged {flag}")
     if rep.skipped:
-        print(f"  {len(rep.skipped)} bad records skipped:")
-        for s in rep.skipped:
+        shown = rep.skipped[:_SHOW]
+        print(f"  {len(rep.skipped)} bad records skipped"
+              + (f" (the first {_SHOW}; --json lists all):" if len(rep.skipped) > _SHOW else ":"))
+        for s in shown:
             print(f"    {s['error']}")
     return EXIT_OK
 

@@ -37,6 +37,8 @@ ImportFormat = Literal["taubench", "tau2", "gaia-db", "jsonl"]
 FORMATS: tuple[str, ...] = get_args(ImportFormat)
 #: How many session ids a report lists for a kind of problem (the counts are complete).
 LIST_LIMIT = 50
+#: How many skipped records are logged one by one (the report lists them all).
+LOG_LIMIT = 10
 
 
 @dataclass
@@ -148,7 +150,8 @@ def import_corpus(fmt: ImportFormat | str, sources: Sequence[str | Path] | str |
                     err = rec.error
                     report.skipped.append({"file": err.file, "record": err.record,
                                            "field": err.field, "error": str(err)})
-                    log.warning("skipped: %s", err)
+                    if len(report.skipped) <= LOG_LIMIT:  # the report keeps them all
+                        log.warning("skipped: %s", err)
                     continue
                 if rec.session_id in present:
                     report.already_present += 1
@@ -170,6 +173,15 @@ def import_corpus(fmt: ImportFormat | str, sources: Sequence[str | Path] | str |
                     if len(report.sessions_without_goal_ids) < LIST_LIMIT:
                         report.sessions_without_goal_ids.append(rec.session_id)
                 flags.update(rec.label.flags)
+            if skip_bad and report.skipped and not report.sessions_imported \
+                    and not report.already_present:
+                raise CorpusFormatError(
+                    f"none of {len(report.skipped)} record(s) is a valid {fmt} record (first: "
+                    f"{report.skipped[0]['error']}); is --format right?",
+                    file=str(files[0]) if len(files) == 1 else None)
+            if len(report.skipped) > LOG_LIMIT:
+                log.warning("... and %d more bad records skipped (all in the report)",
+                            len(report.skipped) - LOG_LIMIT)
         except BaseException:
             report.status = "failed"
             raise

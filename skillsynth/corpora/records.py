@@ -128,8 +128,10 @@ class SourceFile:
     def array_items(self) -> Iterator[tuple[int, Any] | CorpusFormatError]:
         """The items of a top-level JSON array, one at a time.
 
-        A file cut off mid-way (a crashed benchmark run) still yields every complete item
-        before the cut, then the error for the broken one.
+        A broken item yields its error and reading goes on after it (the item's brackets,
+        read with strings respected, say where it ends), so one bad record never costs the
+        valid ones after it. A file cut off mid-way (a crashed benchmark run) still yields
+        every complete item before the cut, then the error for the broken one.
         """
         text, dec = self.text, json.JSONDecoder()
         pos = _skip_ws(text, 0)
@@ -141,11 +143,20 @@ class SourceFile:
             return
         while True:
             try:
-                item, pos = dec.raw_decode(text, pos)
+                item, end = dec.raw_decode(text, pos)
             except json.JSONDecodeError as exc:
-                yield self.error(f"not valid JSON ({exc.msg} at line {exc.lineno} column "
-                                 f"{exc.colno}); the file may be truncated", record=i)
+                skip = _value_end(text, pos)
+                yield self.error(f"not valid JSON ({exc.msg}, line {exc.lineno} column "
+                                 f"{exc.colno})" + ("" if skip is not None else
+                                                    "; the file may be truncated"), record=i)
+                if skip is None:
+                    return
+                pos, i = _skip_ws(text, skip), i + 1
+                if pos < len(text) and text[pos] == ",":
+                    pos = _skip_ws(text, pos + 1)
+                    continue
                 return
+            pos = end
             yield i, item
             i += 1
             pos = _skip_ws(text, pos)
@@ -157,6 +168,31 @@ class SourceFile:
             yield self.error("expected ',' or ']' after the item; the file may be truncated",
                              record=i)
             return
+
+
+def _value_end(text: str, pos: int) -> int | None:
+    """Where the bracketed value starting at ``pos`` ends (strings respected), or None."""
+    if pos >= len(text) or text[pos] not in "[{":
+        return None
+    depth, in_str, esc = 0, False, False
+    for j in range(pos, len(text)):
+        ch = text[j]
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+            if depth == 0:
+                return j + 1
+    return None
 
 
 def _skip_ws(text: str, pos: int) -> int:

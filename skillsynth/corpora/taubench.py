@@ -40,9 +40,9 @@ def read_taubench(path: str | Path, *, first_index: int = 0
     """Parse one results list; ``first_index`` offsets the synthetic clock across files."""
     src = SourceFile(path)
     for n, item in enumerate(src.array_items()):
-        if not isinstance(item, tuple):
+        if not isinstance(item, tuple):  # the reader goes on after a broken item if it can
             yield BadRecord(item)
-            return
+            continue
         i, obj = item
         try:
             yield _session(src, i, obj, first_index + n)
