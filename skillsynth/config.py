@@ -37,6 +37,7 @@ from .errors import ConfigError
 __all__ = [
     "CALIBRATED_KEYS",
     "ENV_PREFIX",
+    "OTHER_ENV",
     "SETTINGS_BLOCK",
     "Thresholds",
     "calibrated_defaults",
@@ -48,6 +49,8 @@ __all__ = [
 
 #: Prefix of the environment variables that override thresholds (``SKILLSYNTH_SIMILARITY_TAU``).
 ENV_PREFIX = "SKILLSYNTH_"
+#: The environment variables skillsynth reads besides the thresholds (after the prefix).
+OTHER_ENV = ("HOME", "LLAMA_SERVER", "VENV")
 #: The key of GAIA's ``memory_settings.json`` that holds the synthesis thresholds.
 SETTINGS_BLOCK = "skill_synthesis"
 #: The thresholds a calibration sets.
@@ -183,6 +186,9 @@ def _settings_block(path: Path) -> dict[str, Any]:
     data = read_config_file(path, "settings file")
     if not isinstance(data, dict):
         raise ConfigError("top level must be a JSON object", source=str(path))
+    if SETTINGS_BLOCK not in data:
+        log.warning("%s has no '%s' block: its other settings are GAIA's, not skillsynth's; "
+                    "the thresholds come from the other layers", path, SETTINGS_BLOCK)
     block = data.get(SETTINGS_BLOCK, {})
     if not isinstance(block, dict):
         raise ConfigError(f"'{SETTINGS_BLOCK}' must be an object", key=SETTINGS_BLOCK,
@@ -343,6 +349,12 @@ def load_thresholds(
         var = ENV_PREFIX + name.upper()
         if var in environ:
             layers.append((var, {name: _parse_env_value(f, environ[var], var)}))
+    known = {ENV_PREFIX + n.upper() for n in fields} | {ENV_PREFIX + n for n in OTHER_ENV}
+    stray = sorted(v for v in environ if v.startswith(ENV_PREFIX) and v not in known)
+    if stray:  # a typo in a threshold's variable would otherwise be ignored in silence
+        log.warning("ignored: %s is not a skillsynth setting (thresholds: %s; also %s)",
+                    ", ".join(stray), ", ".join(ENV_PREFIX + n.upper() for n in fields),
+                    ", ".join(ENV_PREFIX + n for n in OTHER_ENV))
     if overrides:
         layers.append(("override", dict(overrides)))
     user_keys = {k for _, values in layers for k, v in values.items() if v is not None}

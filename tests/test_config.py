@@ -164,3 +164,19 @@ def test_a_settings_path_that_is_a_folder_or_binary_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match="not UTF-8 text") as exc:
         load_thresholds(binary)
     assert str(binary) in str(exc.value)
+
+
+def test_a_stray_skillsynth_variable_and_a_missing_block_are_said(tmp_path, caplog):
+    import logging
+
+    with caplog.at_level(logging.WARNING, "skillsynth.config"):
+        th = load_thresholds(env={"SKILLSYNTH_SIMILARITY_TAUU": "0.5", "SKILLSYNTH_HOME": "/x"})
+    assert th.similarity_tau == Thresholds().similarity_tau
+    assert "SKILLSYNTH_SIMILARITY_TAUU is not a skillsynth setting" in caplog.text
+    assert "SKILLSYNTH_HOME," not in caplog.text.split("ignored:")[1].split("is not")[0]
+    caplog.clear()
+    gaia = tmp_path / "memory_settings.json"
+    gaia.write_text('{"memory": {"enabled": true}}')
+    with caplog.at_level(logging.WARNING, "skillsynth.config"):
+        assert load_thresholds(gaia, env={}) == Thresholds()
+    assert "no 'skill_synthesis' block" in caplog.text
