@@ -342,3 +342,17 @@ def test_a_broken_trajectory_mid_file_costs_only_itself_with_skip_bad(tmp_path):
 def test_the_wrong_format_with_skip_bad_is_an_error_not_an_empty_corpus(tmp_path):
     with pytest.raises(CorpusFormatError, match="is --format right"):
         import_corpus("jsonl", TB, tmp_path / "w.db", skip_bad=True)
+
+
+def test_the_same_corpus_built_twice_has_the_same_digest(tmp_path):
+    import time
+
+    from skillsynth.corpora import corpus_digest
+
+    import_corpus("tau2", T2R, tmp_path / "a.db")
+    time.sleep(1.1)  # schema_version.migrated_at differs between the two files
+    import_corpus("tau2", T2R, tmp_path / "b.db")
+    assert corpus_digest(tmp_path / "a.db") == corpus_digest(tmp_path / "b.db")
+    with MemoryStore.open(tmp_path / "b.db") as store:
+        store.add_turn("extra", "user", "one more goal")
+    assert corpus_digest(tmp_path / "a.db") != corpus_digest(tmp_path / "b.db")

@@ -20,6 +20,7 @@ from skillsynth.config import Thresholds
 from skillsynth.corpora import (
     LabelStore,
     SessionLabel,
+    corpus_digest,
     export_jsonl,
     generate_corpus,
     import_corpus,
@@ -233,10 +234,11 @@ def test_point_kpis_on_a_hand_built_corpus_are_exact(tmp_path):
     assert by["jira", "memory"]["best_right_score"] is None
     assert by["jira", "memory"]["best_wrong_score"] < 0.1
     summary = json.loads((tmp_path / "pt" / "summary.json").read_text())
-    assert summary["corpus"]["sha256"] == file_sha256(db)
+    assert summary["corpus"]["sha256"] == corpus_digest(db)  # content, not file bytes
+    assert summary["corpus"]["file_sha256"] == file_sha256(db)
     assert summary["config"]["thresholds"]["similarity_tau"] == 0.8
     rec = RunRecord.from_dict(summary["record"])  # how the point was produced
-    assert rec.kind == "point" and rec.inputs["corpus"]["sha256"] == file_sha256(db)
+    assert rec.kind == "point" and rec.inputs["corpus"]["sha256"] == corpus_digest(db)
     assert rec.started_utc.endswith("Z") and rec.started_utc <= rec.finished_utc
     assert rec.config["thresholds"]["similarity_tau"] == 0.8 and rec.prompts["distill"]
     assert rec.models["embed"]["model"] == "fake-family:10" and rec.models["user"] is None

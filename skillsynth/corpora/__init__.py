@@ -10,9 +10,9 @@ from __future__ import annotations
 from .importing import FORMATS, ImportReport, import_corpus
 from .jsonl import export_jsonl
 from .labels import LabelStore, SessionLabel, labels_path_for
-from .stats import CorpusStats, corpus_stats
+from .stats import CorpusStats, corpus_digest, corpus_stats
 from .synthetic import FAMILIES, NoiseConfig, generate_corpus
 
 __all__ = ["FAMILIES", "FORMATS", "CorpusStats", "ImportReport", "LabelStore", "NoiseConfig",
-           "SessionLabel", "corpus_stats", "export_jsonl", "generate_corpus", "import_corpus",
+           "SessionLabel", "corpus_digest", "corpus_stats", "export_jsonl", "generate_corpus", "import_corpus",
            "labels_path_for"]

@@ -11,7 +11,7 @@ from typing import Any
 from ..store import MemoryStore
 from .labels import LabelStore, labels_path_for
 
-__all__ = ["CorpusStats", "corpus_stats"]
+__all__ = ["CorpusStats", "corpus_digest", "corpus_stats"]
 
 #: The evaluation protocol needs 3 successful attempts of a task in the history and a
 #: 4th as the probe; ``tasks_with_4_successes`` counts the tasks that allow it.
@@ -98,3 +98,23 @@ def corpus_stats(db_path: str | Path, *, labels_path: str | Path | None = None) 
         tasks_with_4_successes=(sum(v >= PROTOCOL_ATTEMPTS for v in wins.values())
                                 if labelled else None),
         flags=dict(sorted(flags.items())))
+
+
+def corpus_digest(db_path: str | Path) -> str:
+    """sha256 of what a corpus holds (tool_history and conversations rows, in order), not of
+    its file: two builds of the same corpus differ in file bytes (``schema_version``'s
+    migration time, page layout) but never in this digest."""
+    import hashlib
+    import json
+
+    h = hashlib.sha256()
+    with MemoryStore.open(db_path, read_only=True) as store:
+        history = ("session_id, tool_name, args, result_summary, success, error, duration_ms, "
+                   "timestamp")
+        for table, cols in (("tool_history", history),
+                            ("conversations", "session_id, role, content, timestamp")):
+            h.update(table.encode())
+            for row in store.execute(f"SELECT {cols} FROM {table} ORDER BY id"):
+                h.update(json.dumps(row, ensure_ascii=False, default=str).encode("utf-8"))
+                h.update(b"\n")
+    return h.hexdigest()

@@ -29,6 +29,7 @@ import numpy as np
 from .. import __version__
 from ..config import Thresholds
 from ..corpora.labels import LabelStore, labels_path_for
+from ..corpora.stats import corpus_digest
 from ..errors import (
     EvaluationError,
     MalformedSkill,
@@ -340,11 +341,12 @@ def run_point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out_dir: str | 
     with (out / "results.jsonl").open("w", encoding="utf-8") as fh:
         for r in rows:
             fh.write(json.dumps(r.as_dict(), ensure_ascii=False) + "\n")
-    corpus_sha, labels_sha = file_sha256(cfg.corpus), file_sha256(labels_file)
+    # the corpus's content digest: identical corpora built twice hash the same
+    corpus_sha, labels_sha = corpus_digest(cfg.corpus), file_sha256(labels_file)
     summary: dict[str, Any] = {
         "config": cfg.as_dict(),
         "corpus": {"path": str(cfg.corpus), "sha256": corpus_sha,
-                   "labels_sha256": labels_sha},
+                   "file_sha256": file_sha256(cfg.corpus), "labels_sha256": labels_sha},
         "versions": {"skillsynth": __version__, "distill_prompt": PROMPT_VERSION,
                      "replay_rule": RULE,
                      "chat_model": getattr(getattr(llm, "endpoint", None), "model", None),
