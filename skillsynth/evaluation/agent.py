@@ -5,8 +5,9 @@ Each arm of a probe is one run: the task's prompt as the first user turn, the wo
 order, at most 14 tools), the world's policy and, in the memory arm, GAIA's ``RECALLED
 PROCEDURES`` block in the system prompt. Every call is executed by the world's episode
 (a fresh state per run). The loop stops when the model answers without a tool call
-(``agent-stop``), at the step limit (``step-limit``) or on a model error (``model-error``);
-the world then scores the run by its own rule. A call the model wrote as JSON text in its
+(``agent-stop``; with a simulated user, when the user ends the conversation: ``user-stop``),
+at the step limit (``step-limit``) or on a model error (``model-error``); the world then
+scores the run by its own rule. A call the model wrote as JSON text in its
 answer (small local models do) is taken as a call when it names an offered tool
 (:func:`~skillsynth.models.llm.tool_calls_in_content`), and counted. This module measures; it
 estimates nothing.
@@ -51,7 +52,8 @@ class AgentRun:
         calls: (tool, canonical arguments) in order.
         failed_calls: calls the world answered with an error.
         turns: model turns taken.
-        termination: ``agent-stop``, ``step-limit`` or ``model-error``.
+        termination: ``agent-stop``, ``user-stop`` (a simulated user ended it), ``step-limit``,
+            ``turn-limit`` (the simulated user ran out of turns) or ``model-error``.
         success, reward: the world's verdict on the run (None where it cannot judge).
         prompt_tokens, completion_tokens: summed over turns, as the server reported them.
         llm_calls, cache_hits: model turns requested, and those answered by the cache.
