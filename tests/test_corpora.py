@@ -356,3 +356,30 @@ def test_the_same_corpus_built_twice_has_the_same_digest(tmp_path):
     with MemoryStore.open(tmp_path / "b.db") as store:
         store.add_turn("extra", "user", "one more goal")
     assert corpus_digest(tmp_path / "a.db") != corpus_digest(tmp_path / "b.db")
+
+
+def test_a_failed_or_empty_import_leaves_no_empty_corpus_and_a_partial_one_says_so(
+        tmp_path, caplog):
+    import logging
+
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    db = tmp_path / "e.db"
+    with pytest.raises(CorpusFormatError, match="no record in the file"):
+        import_corpus("jsonl", empty, db)
+    assert not db.exists() and not labels_path_for(db).exists()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"session_id": "a", "tool_name": "t"}\n')  # no success: a bad record
+    with pytest.raises(CorpusFormatError, match="success"):
+        import_corpus("jsonl", bad, db)
+    assert not db.exists() and not labels_path_for(db).exists()
+    good = tmp_path / "a-good.jsonl"
+    good.write_text('{"session_id": "g", "tool_name": "t", "success": true}\n')
+    with caplog.at_level(logging.WARNING, "skillsynth.corpora.importing"), \
+            pytest.raises(CorpusFormatError):
+        import_corpus("jsonl", [good, bad], db)
+    assert "1 session(s) from" in caplog.text and "a-good.jsonl" in caplog.text
+    with MemoryStore.open(db, read_only=True) as store:
+        assert store.session_ids() == ["g"]  # kept: a re-run resumes
+    rep = import_corpus("jsonl", [good, empty], db)
+    assert rep.already_present == 1 and rep.empty_files == [str(empty)]

@@ -50,6 +50,8 @@ def _corpus_import(args: argparse.Namespace) -> int:
             print(f"  {n} {what}")
     for flag, n in rep.flags.items():
         print(f"  {n} sessions flagged {flag}")
+    for f in rep.empty_files:
+        print(f"  no record in {f}")
     if rep.skipped:
         shown = rep.skipped[:_SHOW]
         print(f"  {len(rep.skipped)} bad records skipped"

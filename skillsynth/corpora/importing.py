@@ -56,6 +56,7 @@ class ImportReport:
     sessions_without_goal_ids: list[str] = field(default_factory=list)
     already_present: int = 0
     labels_completed: int = 0
+    empty_files: list[str] = field(default_factory=list)
     skipped: list[dict[str, Any]] = field(default_factory=list)
     flags: dict[str, int] = field(default_factory=dict)
     status: str = "ok"
@@ -85,17 +86,19 @@ def _expand(fmt: str, sources: Sequence[str | Path]) -> list[Path]:
 
 
 def _records(fmt: str, files: list[Path], tasks: Path | None, offset: int
-             ) -> Iterator[SessionRecord | BadRecord]:
+             ) -> Iterator[tuple[Path, SessionRecord | BadRecord]]:
     fallback = load_tasks(tasks) if tasks else None
     for f in files:
         if fmt == "taubench":
-            yield from read_taubench(f, first_index=offset)
+            recs: Iterator[SessionRecord | BadRecord] = read_taubench(f, first_index=offset)
         elif fmt == "tau2":
-            yield from read_tau2(f, fallback_tasks=fallback, first_index=offset)
+            recs = read_tau2(f, fallback_tasks=fallback, first_index=offset)
         elif fmt == "jsonl":
-            yield from read_jsonl(f, first_index=offset)
+            recs = read_jsonl(f, first_index=offset)
         else:
-            yield from read_gaia_db(f)
+            recs = read_gaia_db(f)
+        for rec in recs:
+            yield f, rec
         offset += 100_000  # keeps synthetic clocks of later files after earlier ones
 
 
@@ -117,7 +120,9 @@ def import_corpus(fmt: ImportFormat | str, sources: Sequence[str | Path] | str |
 
     Raises:
         CorpusFormatError: a bad record (without ``skip_bad``), naming file, record and
-            field; everything written before it stays.
+            field; sessions written before it stay (and are named in a warning), while a
+            database or labels file the failed import created with nothing in it is removed;
+            or no file held a record at all.
     """
     if fmt not in FORMATS:
         raise CorpusFormatError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
@@ -131,6 +136,33 @@ def import_corpus(fmt: ImportFormat | str, sources: Sequence[str | Path] | str |
                                 file=str(db))
     lab = Path(labels_path) if labels_path else labels_path_for(db)
     report = ImportReport(fmt, str(db), str(lab), [str(f) for f in files])
+    created = [p for p in (db, lab) if not p.exists()]
+    seen: Counter[Path] = Counter()
+    try:
+        _import(fmt, files, db, lab, tasks, skip_bad, progress, report, seen)
+        report.empty_files = [str(f) for f in files if not seen[f]]
+        if report.empty_files and not report.sessions_imported and not report.already_present:
+            raise CorpusFormatError("no record in the file(s): nothing to import",
+                                    file=", ".join(report.empty_files))
+    except BaseException:
+        if report.sessions_imported == 0:  # nothing of value written: leave no empty files
+            for p in created:
+                for q in (p, p.with_name(p.name + "-wal"), p.with_name(p.name + "-shm")):
+                    q.unlink(missing_ok=True)
+        else:
+            done = sorted({str(f) for f in files if seen[f]})
+            log.warning("the import stopped; %d session(s) from %s were written and stay "
+                        "(re-running resumes; finished sessions are left alone)",
+                        report.sessions_imported, ", ".join(done))
+        raise
+    if report.empty_files:
+        log.warning("no record in %s", ", ".join(report.empty_files))
+    return report
+
+
+def _import(fmt: str, files: list[Path], db: Path, lab: Path, tasks: str | Path | None,
+            skip_bad: bool, progress: bool, report: ImportReport, seen: Counter[Path]) -> None:
+    """The import proper (see :func:`import_corpus`); counts records per file in ``seen``."""
     begun = now_iso()
     flags: Counter[str] = Counter()
     store = MemoryStore.open(db) if db.exists() else MemoryStore.init(db)
@@ -142,8 +174,10 @@ def import_corpus(fmt: ImportFormat | str, sources: Sequence[str | Path] | str |
         in_db = {r[0] for r in store.execute(
             "SELECT session_id FROM tool_history UNION SELECT session_id FROM conversations")}
         try:
-            for rec in tqdm(_records(fmt, files, Path(tasks) if tasks else None, len(present)),
-                            desc=f"import {fmt}", unit="session", disable=not progress):
+            for src, rec in tqdm(_records(fmt, files, Path(tasks) if tasks else None,
+                                          len(present)),
+                                 desc=f"import {fmt}", unit="session", disable=not progress):
+                seen[src] += 1
                 if isinstance(rec, BadRecord):
                     if not skip_bad:
                         raise rec.error
@@ -196,7 +230,6 @@ def import_corpus(fmt: ImportFormat | str, sources: Sequence[str | Path] | str |
                                                      "sha256": file_sha256(tasks)},
                 "counts": {k: v for k, v in report.as_dict().items()
                            if isinstance(v, int)}})
-    return report
 
 
 def write_session(store: MemoryStore, rec: SessionRecord) -> None:
