@@ -349,12 +349,13 @@ def bench_worlds(worlds: list[str], *, llm: ChatModel | None = None, live_tasks:
     whose calls are timed (default every task).
     """
     from .evaluation.agent import run_agent
-    from .evaluation.worlds import get_world
+    from .evaluation.worlds import Tau2World, get_world
     from .pipeline.skill import Skill
 
     out: dict[str, Any] = {}
     for name in worlds:
         world = get_world(name)
+        assert isinstance(world, Tau2World)  # every named world is one (WORLDS)
         call_ms: list[float] = []
         start_ms: list[float] = []
         score_ms: list[float] = []
@@ -362,10 +363,9 @@ def bench_worlds(worlds: list[str], *, llm: ChatModel | None = None, live_tasks:
             t0 = time.perf_counter()
             ep = world.start(task.task_id)
             start_ms.append((time.perf_counter() - t0) * 1000)
-            raw = world._raw(task.task_id)  # type: ignore[attr-defined]
-            for a in raw.evaluation_criteria.actions or []:
+            for tool, args in world.gold_actions(task.task_id):
                 t0 = time.perf_counter()
-                ep.execute(a.name, dict(a.arguments))
+                ep.execute(tool, args)
                 call_ms.append((time.perf_counter() - t0) * 1000)
         for task in list(world.tasks())[:min(10, max_tasks or 10)]:
             ep = world.start(task.task_id)
@@ -379,9 +379,7 @@ def bench_worlds(worlds: list[str], *, llm: ChatModel | None = None, live_tasks:
         if llm is not None:
             runs: dict[str, list[dict[str, Any]]] = {"no-memory": [], "memory": []}
             for task in list(world.tasks())[:live_tasks]:
-                raw = world._raw(task.task_id)  # type: ignore[attr-defined]
-                tools = tuple(dict.fromkeys(a.name for a in raw.evaluation_criteria.actions
-                                            or []))
+                tools = tuple(dict.fromkeys(t for t, _ in world.gold_actions(task.task_id)))
                 skill = Skill(name="task-procedure", description=f"The user wants: {task.goal}",
                               body="\n".join(f"{i}. Call {t}" for i, t in enumerate(tools, 1)),
                               tools_required=tools)

@@ -28,7 +28,7 @@ def airline():
 
 
 def _golden(world, task_id):
-    return [(a.name, dict(a.arguments)) for a in world._raw(task_id).evaluation_criteria.actions]
+    return world.gold_actions(task_id)
 
 
 def test_worlds_are_listed_and_unknown_names_and_tasks_are_refused(airline):

@@ -323,8 +323,7 @@ def run_point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out_dir: str | 
                                                     goals, split)
             rows += live_rows(cfg, llm, world, task_of, rows, recaller, th,
                                out / "runs.jsonl", progress, user)
-            live_info["user_model"] = None if user is None else getattr(
-                getattr(user, "endpoint", None), "model", "user simulator")
+            live_info["user_model"] = (model_of(user) or {}).get("model")
         floors = check_floors(store, strategy, llm, embedder, th, cfg.mode, floor_goal,
                               lambda: strategy.recaller(store, queries, th))
     floors["recall-threshold-and-state"] = recall_floor_ok if any(

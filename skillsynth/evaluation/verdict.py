@@ -58,6 +58,11 @@ def _k(kpis: Mapping[str, Any], name: str) -> tuple[float | None, float | None, 
     return k.get("value"), k.get("lo"), k.get("hi"), int(k.get("n") or 0)
 
 
+def _ran_live(kpis: Mapping[str, Any]) -> bool:
+    """The point ran live arms (judged on them, even where no probe succeeded in both)."""
+    return bool(_k(kpis, "live_success_change")[3] or _k(kpis, "live_step_reduction")[3])
+
+
 def _above(value: float | None, lo: float | None, hi: float | None, n: int, target: float, *,
            strict: bool) -> Status:
     """PASS when the interval clears the target, FAIL when it lies on the wrong side."""
@@ -86,8 +91,7 @@ def verdict(point: Mapping[str, Any]) -> list[VerdictRow]:
     rows.append(VerdictRow("Auto-synthesis fires", "a procedure exists for families with >= 3 "
                            "similar successes (share of probes > 0)", "synthesis_fired_rate",
                            v, lo, hi, n, _above(v, lo, hi, n, 0.0, strict=True), "replay"))
-    # a point that ran live arms is judged on them, even where no probe succeeded in both
-    has_live = bool(_k(kpis, "live_success_change")[3] or _k(kpis, "live_step_reduction")[3])
+    has_live = _ran_live(kpis)
     worse_name = "live_share_made_worse" if has_live else "share_made_worse"
     w = _k(kpis, worse_name)
     worse_note = f"{worse_name} {w[0]:.2f} (n={w[3]})" if w[0] is not None else ""
@@ -156,8 +160,7 @@ def recommend(points: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
     arm), ties broken by fewer probes made worse; None when no point qualifies."""
     def key(p: Mapping[str, Any]) -> tuple[float, float]:
         k = p["kpis"]
-        live = (k.get("live_success_change") or {}).get("n") or \
-            (k.get("live_step_reduction") or {}).get("n")
+        live = _ran_live(k)
         red = (k.get("live_step_reduction" if live else "step_reduction") or {}).get("value")
         worse = (k.get("live_share_made_worse" if live else "share_made_worse") or {}
                  ).get("value")

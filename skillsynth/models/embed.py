@@ -64,6 +64,7 @@ class Embedder:
         #: texts cut to fit the model so far.
         self.truncated = 0
         self._ctx: int | None = None
+        self._fitted: dict[str, str] = {}
         self.endpoint = endpoint
         self.batch_size = batch_size
         self.prefixes = {"query": query_prefix, "document": document_prefix}
@@ -149,7 +150,9 @@ class Embedder:
         """``text`` cut to what the model can read (counted when cut)."""
         cut = text[:self.max_chars]
         if self.endpoint.backend == "local" and len(cut) > TOKEN_CHECK_CHARS:
-            cut = self._token_bound(cut)
+            if cut not in self._fitted:  # a long text is measured once, not on every call
+                self._fitted[cut] = self._token_bound(cut)
+            cut = self._fitted[cut]
         if cut != text:
             self.truncated += 1
             log.info("a %d-character text was cut to %d characters before embedding",

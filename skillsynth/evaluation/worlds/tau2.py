@@ -128,19 +128,29 @@ class Tau2World:
         self._tasks = {str(t.id): t for t in self._env_module.get_tasks(None)}
 
     @cached_property
+    def _base(self) -> Any:
+        """The domain's environment as shipped, loaded once (its database is the template
+        every episode copies; it is never acted on)."""
+        return self._env_module.get_environment()
+
+    @cached_property
     def _db(self) -> Any:
-        db = self._env_module.get_environment().tools.db
-        return db.model_copy(deep=True)
+        return self._base.tools.db.model_copy(deep=True)
 
     @cached_property
     def _specs(self) -> list[dict[str, Any]]:
-        return [t.openai_schema for t in self._env_module.get_environment().get_tools()]
+        return [t.openai_schema for t in self._base.get_tools()]
 
     def tool_specs(self) -> list[dict[str, Any]]:
         return [dict(s) for s in self._specs]
 
     def policy(self) -> str:
-        return str(self._env_module.get_environment().policy)
+        return str(self._base.policy)
+
+    def gold_actions(self, task_id: str) -> list[tuple[str, dict[str, Any]]]:
+        """The task's ground-truth calls (tool, arguments), as tau2's evaluator replays them."""
+        crit = self._raw(task_id).evaluation_criteria
+        return [(a.name, dict(a.arguments)) for a in (crit.actions if crit else None) or []]
 
     def tasks(self) -> list[WorldTask]:
         return [self._task(t) for t in self._tasks.values()]
