@@ -244,3 +244,17 @@ def test_sweep_specs_grid_protocol_settings(tmp_path):
                                     "protocol": "rolling", "grid": {"similarity_tau": [0.8]}}))
     with pytest.raises(ConfigError, match="cadence must be >= 1"):
         SweepSpec.load(zero)
+
+
+def test_eval_command_names_bad_protocol_settings_before_any_model(tmp_path, capsys):
+    from skillsynth.cli import main
+
+    db = tiny_corpus(tmp_path)
+    out = str(tmp_path / "pt")
+    assert main(["eval", str(db), out, "--protocol", "rolling", "--cadence", "0"]) == 1
+    assert "cadence must be >= 1 sessions, got 0" in capsys.readouterr().err
+    assert main(["eval", str(db), out, "--strategy", "pheron", "--recall-key", "both"]) == 1
+    assert "cannot recall by 'both'" in capsys.readouterr().err
+    assert main(["eval", str(db), out, "--protocol", "rolling", "--live"]) == 1
+    assert "live probes run under protocol strict" in capsys.readouterr().err
+    assert not (tmp_path / "pt").exists()  # refused before anything was written

@@ -136,7 +136,7 @@ def _report(args: argparse.Namespace) -> int:
 def _gate(args: argparse.Namespace) -> int:
     from ..evaluation.report import gate
 
-    checks = gate(args.run, args.baseline)
+    checks = gate(args.run, args.baseline, verdict=args.verdict)
     bad = [c for c in checks if not c.ok]
     for c in (checks if args.verbose else bad):
         v = "n/a" if c.value is None else f"{c.value:.3f}"
@@ -253,6 +253,9 @@ def register(sub: Any) -> None:
     p.add_argument("run", help="the run folder")
     p.add_argument("--baseline", help="an eval/baselines/*.json with tolerances")
     p.add_argument("--verbose", action="store_true", help="print passing checks too")
+    p.add_argument("--verdict", action="store_true",
+                   help="also fail on a #887 criterion whose verdict is FAIL at the recommended "
+                   "point or at GAIA's defaults (the report's verdict table)")
     p = command(sub, "baseline", "commit a run's KPI values as a baseline with tolerances",
                 _baseline)
     p.add_argument("run", help="the run folder")
