@@ -3,11 +3,14 @@
 * :mod:`.split`: which sessions are history and which are probes;
 * :mod:`.replay`: the replay estimate of tool steps (rule ``replay-v1``, see METHODS.md);
 * :mod:`.metrics`: the per-probe results row and KPIs with bootstrap intervals;
-* :mod:`.protocol`: one evaluation point (split, synthesize, recall, score, write);
+* :mod:`.protocol`: one evaluation point (split, synthesize, recall, score, write), under
+  the strict protocol or :mod:`.rolling` (passes over time, every later attempt a probe);
+  :mod:`.scoring` scores one probe's two arms for both;
 * :mod:`.notebooks`: the shipped notebooks and the one way they are executed (papermill,
   an IPC kernel, a per-cell time limit);
 * :mod:`.sweep`: a grid of points through papermill, resumable and parallel;
-* :mod:`.report`: tables and plots over a sweep's results, and the baseline gate.
+* :mod:`.report`: tables and plots over a sweep's results; :mod:`.verdict`: #887's
+  criteria and the recommended point; :mod:`.gate`: the CI gate and baselines.
 """
 
 from __future__ import annotations

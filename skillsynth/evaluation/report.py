@@ -1,25 +1,14 @@
-"""Reports over a sweep run: tables, PNG plots, the HTML report and the baseline gate.
+"""Reports over a sweep run: tables, PNG plots and the HTML report.
 
 Everything here reads the run folder :func:`~skillsynth.evaluation.sweep.run_sweep` wrote;
 nothing calls a model. The report notebook (``skillsynth/notebooks/report.ipynb``) is a
 sequence of calls to these functions; :func:`render_report` executes it and writes HTML.
-
-A baseline (``eval/baselines/NAME.json``) is committed KPI values with tolerances::
-
-    {"description": "...",
-     "entries": [{"match": {"strategy": "skillsynth", "similarity_tau": 0.8},
-                  "kpis": {"recall_hit_rate": {"value": 0.5, "tolerance": 0.2,
-                                               "better": "higher"}}}]}
-
-Each entry applies to every point whose parameters include ``match``. :func:`gate` fails a
-run when format validity is below 100%, a floor misbehaved, or a KPI is worse than its
-baseline by more than the tolerance.
+The gate and baselines are :mod:`.gate` (re-exported here).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,9 +16,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..config import read_config_file
-from ..errors import ConfigError, EvaluationError
+from ..errors import EvaluationError
 from ..pipeline.skill import PROFILES
+from .gate import PARAMS, GateCheck, gate, gate_checks, write_baseline
 
 __all__ = [
     "GateCheck",
@@ -53,7 +42,6 @@ __all__ = [
     "write_baseline",
 ]
 
-PARAMS = ("similarity_tau", "min_occurrences", "max_recall_body_chars")
 #: Protocol settings a point may vary, and what a point that does not name them ran.
 PROTOCOL_DEFAULTS = {"protocol": "strict", "recall_key": "when_to_use", "rate": "calls"}
 _SHOWN = ("synthesis_fired_rate", "recall_hit_rate", "recall_precision", "step_reduction",
@@ -167,28 +155,16 @@ def live_runs_table(run: Run) -> pd.DataFrame:
     return pd.DataFrame(recs, columns=cols)
 
 
-def _verdict_points(pts: list[Mapping[str, Any]]) -> list[tuple[str, Mapping[str, Any]]]:
-    from .verdict import gaia_default_point, recommend
-
-    out = []
-    best, gaia = recommend(pts), gaia_default_point(pts)
-    if best is not None:
-        out.append(("recommended", best))
-    if gaia is not None and (best is None or gaia["id"] != best["id"]):
-        out.append(("GAIA defaults", gaia))
-    return out
-
-
 def verdict_table(run: Run) -> pd.DataFrame:
     """#887's acceptance criteria for the recommended point and for GAIA's defaults.
 
     One row per (configuration, criterion): target, measured value with interval and n,
     PASS / FAIL / INCONCLUSIVE / NOT MEASURED, and what the figure is based on.
     """
-    from .verdict import verdict
+    from .verdict import verdict, verdict_points
 
     recs = []
-    for label, pt in _verdict_points(run.summary["points"]):
+    for label, pt in verdict_points(run.summary["points"]):
         for row in verdict(pt):
             recs.append({"configuration": f"{label}: {pt['id']}", "criterion": row.criterion,
                          "status": row.status,
@@ -463,134 +439,15 @@ def validity_table(run: Run) -> pd.DataFrame:
     return out.set_index(["strategy", *PARAMS]).sort_index()
 
 
-@dataclass(frozen=True)
-class GateCheck:
-    """One check of :func:`gate`."""
-
-    point: str
-    check: str
-    value: float | None
-    required: str
-    ok: bool
-
-
-def _load_baseline(path: str | Path) -> dict[str, Any]:
-    p = Path(path)
-    data = read_config_file(p, "baseline file")
-    entries = data.get("entries") if isinstance(data, dict) else None
-    if not isinstance(entries, list):
-        raise ConfigError("a baseline has an 'entries' list", key="entries", source=str(p))
-    for i, e in enumerate(entries):
-        for key in ("match", "kpis"):
-            if not isinstance(e.get(key), dict):
-                raise ConfigError(f"entries[{i}].{key} must be an object",
-                                  key=f"entries[{i}].{key}", source=str(p))
-        for name, spec in e["kpis"].items():
-            if not isinstance(spec, dict) or "value" not in spec or "tolerance" not in spec \
-                    or spec.get("better", "higher") not in ("higher", "lower"):
-                raise ConfigError(f"entries[{i}].kpis.{name} needs value, tolerance and "
-                                  "better (higher|lower)", key=f"entries[{i}].kpis.{name}",
-                                  source=str(p))
-    return data
-
-
-def _matches(point: Mapping[str, Any], match: Mapping[str, Any]) -> bool:
-    have = {"strategy": point["strategy"], **point["params"]}
-    return all(have.get(k) == v for k, v in match.items())
-
-
-def gate(run_dir: str | Path, baseline: str | Path | None = None, *,
-         verdict: bool = False) -> list[GateCheck]:
-    """The CI gate's checks for a run (validity, floors, and the baseline's KPIs).
-
-    ``verdict``: also hold the report's verdict table: each #887 criterion at the
-    recommended point and at GAIA's defaults fails the gate when its status is FAIL
-    (INCONCLUSIVE and NOT MEASURED pass, and say so in ``required``).
-    """
-    summary = json.loads((Path(run_dir) / "summary.json").read_text(encoding="utf-8"))
-    checks = _checks(summary, baseline)
-    if verdict:
-        from .verdict import verdict as rows_of
-
-        for label, pt in _verdict_points(summary["points"]):
-            for row in rows_of(pt):
-                checks.append(GateCheck(pt["id"], f"verdict ({label}): {row.criterion}",
-                                        row.value, f"{row.target}; status {row.status}",
-                                        row.status != "FAIL"))
-    return checks
-
-
-def _checks(summary: Mapping[str, Any], baseline: str | Path | None) -> list[GateCheck]:
-    checks: list[GateCheck] = []
-    for pid, why in (summary.get("failed") or {}).items():
-        checks.append(GateCheck(pid, "point finished", None, why.splitlines()[0][:200], False))
-    base = _load_baseline(baseline) if baseline else {"entries": []}
-    for pt in summary["points"]:
-        k = pt["kpis"]
-        status = pt.get("pass_status")
-        if status is not None:  # a design with synthesis: a pass that did not run is no result
-            checks.append(GateCheck(pt["id"], "synthesis pass ran", None, f"status {status!r}",
-                                    status == "ran"))
-        for prof in PROFILES:
-            v = k[f"validity_{prof}"]["value"]
-            checks.append(GateCheck(pt["id"], f"validity_{prof}", v, "= 1.0 (or no procedure)",
-                                    v is None or v == 1.0))
-        for floor, ok in pt["floors"].items():
-            checks.append(GateCheck(pt["id"], f"floor {floor}", None if ok is None else float(ok),
-                                    "behaves (or not exercised)", ok is not False))
-        for e in base["entries"]:
-            if not _matches(pt, e["match"]):
-                continue
-            for name, spec in e["kpis"].items():
-                if name not in k:
-                    raise ConfigError(f"baseline names unknown KPI {name!r}", key=name,
-                                      source=str(baseline))
-                v = k[name]["value"]
-                ref, tol = float(spec["value"]), float(spec["tolerance"])
-                higher = spec.get("better", "higher") == "higher"
-                ok = v is not None and (v >= ref - tol if higher else v <= ref + tol)
-                need = f">= {ref - tol:.3f}" if higher else f"<= {ref + tol:.3f}"
-                checks.append(GateCheck(pt["id"], name, v, f"{need} (baseline {ref:g} "
-                                        f"± {tol:g})", ok))
-    return checks
-
-
 def baseline_table(run: Run, baseline: str | Path) -> pd.DataFrame:
     """The baseline's KPI checks of :func:`gate`, one row per point and KPI.
 
     Validity and floor checks are in :func:`validity_table`; this is the regression part.
     """
-    rows = [c.__dict__ for c in _checks(run.summary, baseline)
+    rows = [c.__dict__ for c in gate_checks(run.summary, baseline)
             if not c.check.startswith(("validity_", "floor ", "point finished",
                                        "synthesis pass"))]
     return pd.DataFrame(rows).set_index(["point", "check"]) if rows else pd.DataFrame()
-
-
-def write_baseline(run_dir: str | Path, out: str | Path, *, kpis: Mapping[str, float],
-                   better: Mapping[str, str] | None = None, description: str = "",
-                   overwrite: bool = False) -> Path:
-    """Commit a run's current KPI values as a baseline, one entry per point.
-
-    Args:
-        kpis: KPI name -> tolerance.
-        better: KPI name -> ``higher`` or ``lower`` (default higher).
-    """
-    o = Path(out)
-    if o.exists() and not overwrite:
-        raise EvaluationError(f"{o} exists; pass overwrite to replace a committed baseline")
-    summary = json.loads((Path(run_dir) / "summary.json").read_text(encoding="utf-8"))
-    entries = []
-    for pt in summary["points"]:
-        vals = {name: {"value": pt["kpis"][name]["value"], "tolerance": tol,
-                       "better": (better or {}).get(name, "higher"),
-                       "n": pt["kpis"][name]["n"]}
-                for name, tol in kpis.items() if pt["kpis"][name]["value"] is not None}
-        entries.append({"match": {"strategy": pt["strategy"],
-                                  **{p: pt["params"][p] for p in PARAMS}}, "kpis": vals})
-    o.parent.mkdir(parents=True, exist_ok=True)
-    o.write_text(json.dumps({"description": description, "run": summary["name"],
-                             "entries": entries}, indent=2) + "\n", encoding="utf-8")
-    return o
 
 
 def render_report(run_dir: str | Path, *, baseline: str | Path | None = None,

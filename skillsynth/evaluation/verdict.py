@@ -14,8 +14,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-__all__ = ["GAIA_DEFAULTS", "Status", "VerdictRow", "adoptable", "gaia_default_point", "recommend",
-           "verdict"]
+__all__ = [
+    "GAIA_DEFAULTS",
+    "Status",
+    "VerdictRow",
+    "adoptable",
+    "gaia_default_point",
+    "recommend",
+    "verdict",
+    "verdict_points",
+]
 
 Status = Literal["PASS", "FAIL", "INCONCLUSIVE", "NOT MEASURED"]
 #: GAIA's shipped synthesis settings (#887): the point a maintainer compares against.
@@ -185,3 +193,15 @@ def recommend(points: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
     ok = [p for p in points if p.get("strategy") == "skillsynth" and adoptable(p)
           and harmless(p)]
     return max(ok, key=key) if ok else None
+
+
+def verdict_points(points: Sequence[Mapping[str, Any]]) -> list[tuple[str, Mapping[str, Any]]]:
+    """The points a verdict is given for: the recommended one and GAIA's defaults (once
+    each), labelled."""
+    out: list[tuple[str, Mapping[str, Any]]] = []
+    best, gaia = recommend(points), gaia_default_point(points)
+    if best is not None:
+        out.append(("recommended", best))
+    if gaia is not None and (best is None or gaia["id"] != best["id"]):
+        out.append(("GAIA defaults", gaia))
+    return out
