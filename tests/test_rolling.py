@@ -62,7 +62,7 @@ def test_rolling_makes_every_later_attempt_a_probe_and_passes_reach_capped_clust
     assert strict.kpis["synthesis_fired_rate"].value == pytest.approx(1 / 3)  # the cap holds
 
 
-@pytest.mark.parametrize("kind", ["synthetic", "taubench", "tau2-airline", "jsonl"])
+@pytest.mark.parametrize("kind", ["synthetic", "taubench", "tau2-airline", "tau2-retail", "jsonl"])
 def test_no_rolling_probe_is_in_the_store_it_is_recalled_against(tmp_path, kind):
     db = build_corpus(kind, tmp_path)
     k = 1 if kind.startswith("tau2") else 3
