@@ -93,6 +93,12 @@ def test_calibrated_tau_points_take_the_embedders_calibration(tmp_path):
                                                base={"recall_tau": 0.5})))
     assert (pt.thresholds().similarity_tau, pt.thresholds().recall_tau) == \
         (cal["similarity_tau"], 0.5)
+    # an explicit point's own tau does not take the calibration away from the grid's points
+    grid_pt, gaia_pt = expand_points(SweepSpec.load(_spec(
+        tmp_path, grid=no_tau, points=[{"similarity_tau": 0.82}])))
+    assert (grid_pt.thresholds().similarity_tau, gaia_pt.thresholds().similarity_tau) == \
+        (cal["similarity_tau"], 0.82)
+    assert gaia_pt.thresholds().effective_recall_tau == 0.82  # GAIA's one tau, not the mix
     # other backends have no calibration: "calibrated" is an error naming the key
     with pytest.raises(ConfigError, match="similarity_tau: calibrated needs"):
         SweepSpec.load(_spec(tmp_path, grid=grid, backend={"backend": "lemonade"}))

@@ -120,14 +120,13 @@ class SweepSpec:
         calibration: dict[str, float] = {}
         if backend.get("backend", "local") == "local":
             # the embedded embedder's calibrated taus: for `similarity_tau: calibrated`, and
-            # for every point when the spec sets no tau anywhere
+            # for every point whose tau neither the base nor the grid sets (an explicit
+            # point's own tau still wins over it)
             from ..models.serve import EMBED_MODEL_ID
 
             calibration = calibration_for(set(), EMBED_MODEL_ID)
             grid = data["grid"] if isinstance(data["grid"], Mapping) else {}
-            user = set(base) | set(grid) | {
-                k for pt in data.get("points") or () if isinstance(pt, Mapping) for k in pt}
-            if calibration and "similarity_tau" not in user:
+            if calibration and "similarity_tau" not in set(base) | set(grid):
                 base["similarity_tau"] = CALIBRATED
         spec = cls(name=str(data["name"]), corpus=data["corpus"], grid=data["grid"],
                    points=tuple(data.get("points") or ()), base=base,
