@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from skillsynth.errors import ConfigError, SkillsynthError
-from skillsynth.evaluation.report import gate, load_run
+from skillsynth.evaluation.report import gate, load_run, protocol_table
 from skillsynth.evaluation.sweep import SweepSpec, _run_points, expand_points, run_sweep
 from skillsynth.models.backend import BackendSpec
 
@@ -204,6 +204,10 @@ def test_killed_sweep_resumes_and_a_rerun_point_is_a_cache_hit(tmp_path, request
                                                                "similarity.png"}
     loaded = load_run(run)
     assert len(loaded.points) == 3 and set(loaded.rows["arm"]) == {"no-memory", "memory"}
+    assert "How each point drew its probes" in html.read_text()
+    drawn = protocol_table(loaded)  # strict points: one pass, the split's probes
+    assert list(drawn["probes"]) == [3, 3, 3] and set(drawn["passes"]) == {1}
+    assert "protocol" not in drawn  # a setting no point varies is not a column
     base = tmp_path / "b.json"
     assert main(["baseline", str(run), str(base), "--kpi", "synthesis_fired_rate=0.0"]) == 0
     assert all(c.ok for c in gate(run, base))

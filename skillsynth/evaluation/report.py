@@ -210,25 +210,29 @@ def _width(df: pd.DataFrame, k: str, i: Any) -> float | None:
 
 
 def protocol_table(run: Run) -> pd.DataFrame:
-    """How each point drew its probes and what that bought: probes, passes, clusters left
-    over by the last pass, model calls, wall time, interval widths, score separation under
-    its recall key, and the qualified clusters' share of members labelled failed."""
+    """How each point drew its probes and what that bought: probes, passes, clusters the
+    last pass left over its cap, distillation answers (uncached + cached), wall time,
+    interval widths, score separation under its recall key, and the qualified clusters'
+    mean share of members labelled failed. Only the settings that vary are shown."""
     df = run.points
+    cols = [c for c in _index(df) if c == "strategy" or df[c].nunique() > 1]
     recs = []
     for i in df.index:
         f = run.path / "points" / df["point"][i] / "summary.json"
         s = json.loads(f.read_text(encoding="utf-8")) if f.exists() else {}
-        split, shares = s.get("split") or {}, (s.get("pass") or {}).get("failed_shares") or []
+        split, pas = s.get("split") or {}, s.get("pass") or {}
+        shares, calls = pas.get("failed_shares") or [], s.get("model_calls") or {}
         recs.append({
-            **{c: df[c][i] for c in _index(df)},
+            **{c: df[c][i] for c in cols},
             "probes": int(df["probes"][i]), "passes": int(df["passes"][i]),
             "left over": split.get("left_for_later_at_end",
-                                   _left_over((s.get("pass") or {}).get("skipped") or [])),
-            "llm calls": _count(df, "llm_calls", i), "wall s": round(float(df["wall_s"][i])),
+                                   _left_over(pas.get("skipped") or [])),
+            "distilled (cached)": f"{calls.get('synthesis', 0)} "
+                                  f"({calls.get('synthesis_cache_hits', 0)})",
+            "wall s": round(float(df["wall_s"][i])),
             "recall hit": _kpi_cell(df, "recall_hit_rate", i),
-            "hit width": _width(df, "recall_hit_rate", i),
-            "step reduction": _kpi_cell(df, "step_reduction", i),
-            "step width": _width(df, "step_reduction", i),
+            "width": _width(df, "recall_hit_rate", i),
+            "steps (est.)": _kpi_cell(df, "step_reduction", i),
             "separation": _kpi_cell(df, "recall_separation", i),
             "right > wrong": _kpi_cell(df, "right_above_wrong", i),
             "failed members": round(float(np.mean(shares)), 2) if shares else None})
@@ -241,10 +245,6 @@ def _left_over(skipped: list[Any]) -> int:
         if "over max_clusters_per_pass" in str(why):
             return int(str(why).split()[0])
     return 0
-
-
-def _count(df: pd.DataFrame, k: str, i: Any) -> int | None:
-    return None if k not in df or pd.isna(df[k][i]) else int(df[k][i])
 
 
 def _kpi_cell(df: pd.DataFrame, k: str, i: Any) -> str:
