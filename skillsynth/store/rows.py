@@ -133,15 +133,13 @@ def _truncate(text: str | None, limit: int = schema.TOOL_TEXT_LIMIT) -> str | No
     return text if len(text) <= limit else text[:limit]
 
 
-
-
 @dataclass(frozen=True)
 class StoreInfo:
     """What ``skillsynth db info`` shows about one ``memory.db``.
 
     Attributes:
         path: the file.
-        schema_version: GAIA's schema version (1, 2 or 3).
+        schema_version: GAIA's schema version (1 to 7; a newer one is read as it is).
         journal_mode: ``wal`` or ``delete`` (read from the file header when read-only).
         read_only: the store was opened read-only.
         embedder_id: the embedder whose vectors the store holds (None before any).
@@ -171,8 +169,3 @@ def _in_chunks(values: Iterable[Any], size: int = 500) -> Iterator[tuple[str, li
     for i in range(0, len(vals), size):
         chunk = vals[i:i + size]
         yield ", ".join("?" * len(chunk)), chunk
-
-
-def _split_sql(script: str) -> list[str]:
-    """Split a DDL script on ``;`` at line ends (none of our statements contain one inside)."""
-    return [s.strip() for s in script.split(";\n") if s.strip()]
