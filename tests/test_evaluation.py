@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from pathlib import Path
 
 import numpy as np
 import pytest
+from corpus_kinds import build_corpus, tiny_corpus
 from fakes import (
     FakeAgentAnswer,
     FakeChatModel,
@@ -21,9 +21,7 @@ from skillsynth.corpora import (
     LabelStore,
     SessionLabel,
     corpus_digest,
-    export_jsonl,
     generate_corpus,
-    import_corpus,
     labels_path_for,
 )
 from skillsynth.errors import SkillsynthError, WorldError
@@ -45,7 +43,7 @@ from skillsynth.evaluation.strategies.keyword import KeywordIndex
 from skillsynth.evaluation.worlds import CallOutcome, ReplayWorld, judge_success
 from skillsynth.models.cache import file_sha256
 from skillsynth.pipeline.skill import Skill
-from skillsynth.store import MemoryStore, Procedure, ToolCall
+from skillsynth.store import Procedure, ToolCall
 
 
 def _lab(sid, task, attempt):
@@ -82,36 +80,10 @@ def test_history_store_holds_no_probe_row(tmp_path):
 
 
 # ---------------------------------------------------------------- every corpus type
-DATASETS = Path(__file__).resolve().parent.parent / "datasets"
-
-
-def _corpus(kind: str, tmp: Path) -> Path:
-    db = tmp / f"{kind}.db"
-    if kind == "synthetic":
-        generate_corpus(db, families=4, attempts=5, seed=1)
-    elif kind == "taubench":
-        import_corpus("taubench", DATASETS / "taubench-airline-gpt4o" / "gpt-4o-airline.json.gz",
-                      db)
-    elif kind in ("tau2-airline", "tau2-retail"):
-        import_corpus("tau2", DATASETS / kind, db)
-    elif kind == "jsonl":
-        generate_corpus(tmp / "g.db", families=3, attempts=5, seed=4)
-        export_jsonl(tmp / "g.db", tmp / "g.jsonl")
-        import_corpus("jsonl", tmp / "g.jsonl", db)
-    else:  # a user's GAIA memory.db: no task ids, so everything is history
-        src = tmp / "memory.db"
-        with MemoryStore.init(src) as s:
-            for i in range(5):
-                s.log_tool_call(f"u{i}", "read_file", {"i": i}, "ok", True)
-                s.add_turn(f"u{i}", "user", f"read file {i}")
-        import_corpus("gaia-db", src, db)
-    return db
-
-
 @pytest.mark.parametrize("kind", ["synthetic", "taubench", "tau2-airline", "tau2-retail",
                                   "jsonl", "gaia-db"])
 def test_no_probe_reaches_the_history_for_any_corpus_type(tmp_path, kind):
-    db = _corpus(kind, tmp_path)
+    db = build_corpus(kind, tmp_path)
     k = 1 if kind.startswith("tau2") else 3  # the tau2 files hold 1-2 trials per task
     split = load_split(db, k=k)
     with LabelStore(labels_path_for(db)) as ls:
@@ -170,39 +142,8 @@ def test_bootstrap_resamples_whole_clusters_and_is_seeded():
     assert bootstrap_interval([], stat) == (None, None)
 
 
-def _tiny_corpus(tmp: Path) -> Path:
-    """Three tasks x 4 attempts; the answers below are worked out by hand.
-
-    invoice: 3-step history runs; probe = search(fail), search, read, reply (4 calls).
-    mail: 3-step history runs; probe = list_inbox, read_file, draft_reply (3 calls).
-    jira: 2-step runs (below min_steps 3: never distilled); probe 2 calls.
-    """
-    db = tmp / "tiny.db"
-    plan = {"invoice": (("search_file", "read_file", "reply"), "find the invoice {i}"),
-            "mail": (("list_inbox", "read_file", "draft_reply"), "answer the mail {i}"),
-            "jira": (("jira_search", "read_file"), "check the jira ticket {i}")}
-    labels = []
-    with MemoryStore.init(db) as s:
-        for attempt in (1, 2, 3, 4):
-            for fam, (tools, goal) in plan.items():
-                sid = f"{fam}-{attempt}"
-                ts = f"2026-01-0{attempt}T10:00:0{len(labels) % 10}.000000+00:00"
-                with s.transaction():
-                    if fam == "invoice" and attempt == 4:
-                        s.log_tool_call(sid, "search_file", {"try": 0}, None, False,
-                                        error="timeout", timestamp=ts)
-                    for n, t in enumerate(tools):
-                        s.log_tool_call(sid, t, {"n": n}, "ok", True, timestamp=ts)
-                    s.add_turn(sid, "user", goal.format(i=attempt), timestamp=ts)
-                labels.append(SessionLabel(sid, "test", fam, attempt, success=True,
-                                           started_at=ts))
-    with LabelStore(labels_path_for(db), create=True) as ls:
-        ls.add(labels)
-    return db
-
-
 def test_point_kpis_on_a_hand_built_corpus_are_exact(tmp_path):
-    db = _tiny_corpus(tmp_path)
+    db = tiny_corpus(tmp_path)
     cfg = EvalConfig(str(db), thresholds=Thresholds(similarity_tau=0.8), n_boot=500)
     llm = FakeDistiller()
     res = run_point(cfg, llm, FakeFamilyEmbedder(), tmp_path / "pt")
@@ -250,7 +191,7 @@ def test_point_kpis_on_a_hand_built_corpus_are_exact(tmp_path):
 
 
 def test_peer_strategies_run_through_the_same_protocol(tmp_path):
-    db = _tiny_corpus(tmp_path)
+    db = tiny_corpus(tmp_path)
     got = {}
     for name in ("gaia-greedy", "cortexprism", "pheron", "none"):
         cfg = EvalConfig(str(db), strategy=name, thresholds=Thresholds(similarity_tau=0.8),
@@ -416,7 +357,7 @@ def test_tools_families_span_tasks_and_still_never_leak(tmp_path, kind):
     if kind == "synthetic":
         db = generate_corpus(tmp_path / "s8.db", families=8, attempts=5, seed=1).db_path
     else:
-        db = _corpus(kind, tmp_path)
+        db = build_corpus(kind, tmp_path)
     split = load_split(db, k=3, family="tools")
     with LabelStore(labels_path_for(db)) as ls:
         labels = {x.session_id: x for x in ls.all()}

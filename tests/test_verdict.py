@@ -76,3 +76,37 @@ def test_the_recommended_point_saves_most_without_losing_success():
     assert recommend(points)["id"] == "tie"  # harmful loses success; peers are not candidates
     assert gaia_default_point(points)["id"] == "gaia"
     assert recommend([peer]) is None and gaia_default_point([low]) is None
+
+
+def test_only_settings_gaia_can_run_are_recommended_and_rolling_speaks_for_gaia():
+    goals = _point("goals", step_reduction=_k(0.5))
+    goals["protocol"] = {"protocol": "strict", "recall_key": "goals", "rate": "calls"}
+    session = _point("session", step_reduction=_k(0.4))
+    session["protocol"] = {"protocol": "strict", "recall_key": "when_to_use", "rate": "session"}
+    plain = _point("plain", step_reduction=_k(0.1))
+    assert recommend([goals, session, plain])["id"] == "plain"  # the others need a GAIA change
+    strict = _point("strict", params=dict(GAIA_DEFAULTS))
+    strict["protocol"] = {"protocol": "strict", "recall_key": "when_to_use", "rate": "calls"}
+    rolling = dict(strict, id="rolling", protocol=dict(strict["protocol"], protocol="rolling"))
+    assert gaia_default_point([strict, rolling])["id"] == "rolling"
+    assert gaia_default_point([strict])["id"] == "strict"
+
+
+def test_the_gate_can_hold_the_verdict(tmp_path):
+    import json
+
+    from skillsynth.evaluation.report import gate
+
+    ok = _point("ok", step_reduction=_k(0.3, 0.1, 0.5))
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "summary.json").write_text(json.dumps({"points": [ok], "failed": {}}))
+    assert all(c.ok for c in gate(run)) and all(c.ok for c in gate(run, verdict=True))
+    held = gate(run, verdict=True)
+    assert any(c.check == "verdict (recommended): Tool-step reduction" for c in held)
+    worse = _point("worse", step_reduction=_k(-0.3, -0.5, -0.1))
+    (run / "summary.json").write_text(json.dumps({"points": [worse], "failed": {}}))
+    assert all(c.ok for c in gate(run))  # without --verdict the research answer does not gate
+    bad = [c for c in gate(run, verdict=True) if not c.ok]
+    assert [c.check for c in bad] == ["verdict (recommended): Tool-step reduction"]
+    assert "status FAIL" in bad[0].required

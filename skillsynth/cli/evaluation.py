@@ -46,7 +46,9 @@ def _eval_point(args: argparse.Namespace) -> int:
                      mode=args.mode, seed=args.seed, labels=args.labels, live=args.live,
                      step_limit=args.step_limit, family=args.family, world=world,
                      history=args.history, repeats=args.repeats,
-                     temperature=args.temperature, policy=not args.no_policy, tasks=tasks)
+                     temperature=args.temperature, policy=not args.no_policy, tasks=tasks,
+                     protocol=args.protocol, recall_key=args.recall_key, rate=args.rate,
+                     cadence=args.cadence, cadence_unit=args.cadence_unit)
     with clients(args) as (chat, emb), user_client(args) as user:
         if args.history == "live":
             from ..evaluation.live_history import live_history
@@ -134,7 +136,7 @@ def _report(args: argparse.Namespace) -> int:
 def _gate(args: argparse.Namespace) -> int:
     from ..evaluation.report import gate
 
-    checks = gate(args.run, args.baseline)
+    checks = gate(args.run, args.baseline, verdict=args.verdict)
     bad = [c for c in checks if not c.ok]
     for c in (checks if args.verbose else bad):
         v = "n/a" if c.value is None else f"{c.value:.3f}"
@@ -198,6 +200,21 @@ def register(sub: Any) -> None:
                    help="sampling temperature of repeated runs and of live history attempts")
     p.add_argument("--no-policy", action="store_true",
                    help="do not give the live agent the world's policy text")
+    p.add_argument("--protocol", choices=("strict", "rolling"), default="strict",
+                   help="strict: one pass on attempts 1..k, attempt k+1 the probe; rolling: "
+                   "sessions replayed in time order, a pass every --cadence, every later "
+                   "attempt a probe")
+    p.add_argument("--recall-key", choices=("when_to_use", "goals", "both"),
+                   default="when_to_use", help="recall procedures by their when_to_use "
+                   "(GAIA), the goals of the sessions they came from, or the better of both")
+    p.add_argument("--rate", choices=("calls", "session"), default="calls",
+                   help="cluster success signal: the per-call success rate (GAIA) or the "
+                   "sessions' labelled outcomes")
+    p.add_argument("--cadence", type=int, default=20,
+                   help="rolling: a synthesis pass (a simulated process start) every N "
+                   "sessions or days")
+    p.add_argument("--cadence-unit", choices=("sessions", "days"), default="sessions",
+                   help="rolling: the unit of --cadence")
     model_options(p)
     user_options(p)
     p = command(sub, "calibrate", "measure same- vs different-family similarity on labelled "
@@ -236,6 +253,9 @@ def register(sub: Any) -> None:
     p.add_argument("run", help="the run folder")
     p.add_argument("--baseline", help="an eval/baselines/*.json with tolerances")
     p.add_argument("--verbose", action="store_true", help="print passing checks too")
+    p.add_argument("--verdict", action="store_true",
+                   help="also fail on a #887 criterion whose verdict is FAIL at the recommended "
+                   "point or at GAIA's defaults (the report's verdict table)")
     p = command(sub, "baseline", "commit a run's KPI values as a baseline with tolerances",
                 _baseline)
     p.add_argument("run", help="the run folder")

@@ -59,10 +59,13 @@ class ProbeResult:
         reward, termination: live runs: the world's reward; how the run ended.
         repeat: live runs: which of the arm's repeated runs this is (0-based).
         world: live runs: the world the arm ran in.
-        best_right_score, best_wrong_score: the highest embedding cosine of the probe's goal
-            to any active procedure of its own family, and of another family (a
-            diagnostic of where recall's tau should sit, whatever the strategy recalls by;
-            None when there is no such procedure).
+        best_right_score, best_wrong_score: the highest score of the probe's goal for any
+            active procedure of its own family, and of another family, under the point's
+            recall key (a diagnostic of where recall's tau should sit; keyword strategies
+            are diagnosed by when_to_use; None when there is no such procedure).
+        seen_task: another attempt at the probe's own task was in the history it was
+            recalled against (always so under the ``task`` family rule; under ``tools`` a
+            seen task means the goal was not new). None: unknown (no task id).
     """
 
     strategy: str
@@ -93,6 +96,7 @@ class ProbeResult:
     termination: str | None = None
     repeat: int = 0
     world: str | None = None
+    seen_task: bool | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready (one line of ``results.jsonl``)."""
@@ -330,6 +334,31 @@ def point_kpis(rows: Sequence[ProbeResult], procedures: Sequence[ProcedureCheck]
         _kpi("share_made_worse", with_steps, share(lambda r: r.steps > r.steps_recorded),
              unit="probes", clusters=[r.family for r in with_steps], estimate=est, **kw),
     ]
+    # where recall's tau can sit under the point's recall key: right vs best wrong
+    both = [r for r in mem if r.best_right_score is not None and r.best_wrong_score is not None]
+    out += [
+        _kpi("recall_separation", both, lambda rs: _mean(
+            [float(r.best_right_score - r.best_wrong_score) for r in rs]),  # type: ignore[operator]
+            unit="probes", clusters=[r.family for r in both], **kw),
+        _kpi("right_above_wrong", both, share(
+            lambda r: r.best_right_score > r.best_wrong_score),  # type: ignore[operator]
+            unit="probes", clusters=[r.family for r in both], **kw),
+    ]
+    # probes whose own task was in their history (another attempt at it) say little about
+    # new goals: where some were, the recall and step KPIs again over the others only
+    if any(r.seen_task for r in mem) and not all(r.seen_task for r in mem):
+        new = [r for r in mem if r.seen_task is False]
+        new_steps = [r for r in new if r.steps_recorded > 0]
+        out += [
+            _kpi("recall_hit_rate_unseen_task", new, share(lambda r: r.recalled_right > 0),
+                 unit="probes", clusters=[r.family for r in new], **kw),
+            _kpi("recall_precision_unseen_task", new, precision, unit="recalled",
+                 clusters=[r.family for r in new], n=sum(len(r.recalled_ids) for r in new),
+                 **kw),
+            _kpi("step_reduction_unseen_task", new_steps,
+                 lambda rs: _mean([_reduction(r) for r in rs]), unit="probes",
+                 clusters=[r.family for r in new_steps], estimate=est, **kw),
+        ]
     if live:
         out += _live_kpis(live, kw)
         # the replay estimate on exactly the probes that ran live, to read beside them

@@ -19,39 +19,40 @@ import os
 import shutil
 import socket
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
-
 from .. import __version__
 from ..config import Thresholds
-from ..corpora.labels import LabelStore, labels_path_for
+from ..corpora.labels import LabelStore, SessionLabel, labels_path_for
 from ..corpora.stats import corpus_digest
 from ..errors import (
+    ConfigError,
     EvaluationError,
     MalformedSkill,
     SkillValidationError,
     WorldError,
 )
 from ..models.cache import file_sha256
-from ..models.embed import Embeds, Kind, check_store_embedder
+from ..models.embed import Embeds, check_store_embedder
 from ..models.llm import ChatClient, Endpoint
+from ..pipeline.cluster import RateDefinition
 from ..pipeline.distill import PROMPT_VERSION, DistillMode
 from ..pipeline.export import export_skill
-from ..pipeline.inject import inject
-from ..pipeline.recall import ProcedureIndex, Recall, skill_from_procedure
+from ..pipeline.recall import RecallKey
 from ..pipeline.skill import PROFILES
 from ..pipeline.synthesize import PassReport
 from ..protocols import ChatModel
-from ..store import MemoryStore, ToolCall
+from ..store import MemoryStore
 from .agent import AGENT_PROMPT_VERSION
 from .live import live_rows, live_world
 from .metrics import KPI, N_BOOT, ProbeResult, ProcedureCheck, point_kpis
 from .record import RunRecord, model_of, utc_now
-from .replay import RULE, estimate_steps
+from .replay import RULE
+from .rolling import CADENCE_UNITS, CadenceUnit, run_rolling
+from .scoring import FloorWitness, QueryMemo, probe_rows, progress_bar, store_view
 from .split import (
     FAMILY_RULES,
     FamilyRule,
@@ -64,10 +65,14 @@ from .strategies import Recaller, Strategy, get_strategy
 from .user_sim import USER_PROMPT_VERSION
 from .worlds import WORLDS
 
-__all__ = ["SUMMARY", "EvalConfig", "HistorySource", "PointResult", "check_floors", "run_point"]
+__all__ = ["PROTOCOLS", "SUMMARY", "EvalConfig", "HistorySource", "PointResult", "Protocol",
+           "check_floors", "run_point"]
 
 #: Where a point's history came from.
 HistorySource = Literal["corpus", "live"]
+#: How history and probes are drawn from the corpus.
+Protocol = Literal["strict", "rolling"]
+PROTOCOLS: tuple[Protocol, ...] = ("strict", "rolling")
 
 #: The file whose presence marks a finished point.
 SUMMARY = "summary.json"
@@ -100,6 +105,14 @@ class EvalConfig:
         temperature: sampling temperature of repeated runs (a single run is greedy).
         policy: give the live agent the world's policy text.
         tasks: only probes of these task ids run live (None: every probe).
+        protocol: ``strict`` (one pass on attempts 1..k, attempt k+1 the probe) or
+            ``rolling`` (:mod:`.rolling`: time order, a pass per simulated process start,
+            every later attempt a probe).
+        recall_key: what procedures are recalled by: ``when_to_use`` (GAIA), ``goals``
+            (their member sessions' goals) or ``both`` (:mod:`skillsynth.pipeline.recall`).
+        rate: the success signal clusters qualify by: ``calls`` (GAIA's per-call rate) or
+            ``session`` (the session's outcome where a label has one).
+        cadence, cadence_unit: rolling only: a pass every ``cadence`` sessions or days.
     """
 
     corpus: str
@@ -119,9 +132,23 @@ class EvalConfig:
     temperature: float = 0.7
     policy: bool = True
     tasks: tuple[str, ...] | None = None
+    protocol: Protocol = "strict"
+    recall_key: RecallKey = "when_to_use"
+    rate: RateDefinition = "calls"
+    cadence: int = 20
+    cadence_unit: CadenceUnit = "sessions"
 
     def __post_init__(self) -> None:
-        get_strategy(self.strategy)  # fail on a typo before any work
+        get_strategy(self.strategy).check_recall_key(self.recall_key)  # before any work
+        _one_of("protocol", self.protocol, PROTOCOLS)
+        _one_of("rate", self.rate, ("calls", "session"))
+        _one_of("cadence_unit", self.cadence_unit, CADENCE_UNITS)
+        if self.cadence < 1:
+            raise ConfigError(f"cadence must be >= 1 {self.cadence_unit}, got {self.cadence}",
+                              key="cadence")
+        if self.protocol == "rolling" and self.live:
+            raise ConfigError("live probes run under protocol strict only (a rolling point's "
+                              "probes are scored by the replay rule)", key="protocol")
         if self.k < 1:
             raise EvaluationError(f"k must be >= 1, got {self.k}")
         if self.family not in FAMILY_RULES:
@@ -144,6 +171,11 @@ class EvalConfig:
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready."""
         return asdict(self)
+
+
+def _one_of(key: str, value: object, allowed: Sequence[str]) -> None:
+    if value not in allowed:
+        raise ConfigError(f"{key} must be one of {', '.join(allowed)}, got {value!r}", key=key)
 
 
 @dataclass(frozen=True)
@@ -231,9 +263,9 @@ def _provoke(store: MemoryStore, strategy: Strategy, llm: ChatModel, embedder: E
     return out
 
 
-def _check_procedures(store: MemoryStore, split: Split, out_dir: Path
-                      ) -> list[ProcedureCheck]:
-    probes = {p.session_id for p in split.probes}
+def _check_procedures(store: MemoryStore, split: Split, out_dir: Path,
+                      allowed: Collection[str]) -> list[ProcedureCheck]:
+    """Export and re-read every procedure; its provenance must be ``allowed`` sessions."""
     checks = []
     for proc in store.procedures():
         valid: dict[str, bool] = {}
@@ -246,8 +278,7 @@ def _check_procedures(store: MemoryStore, split: Split, out_dir: Path
                 valid[profile], errors[profile] = False, str(exc)
         sessions = list(proc.provenance.get("from_sessions", [])) if proc.provenance else []
         known = store.sessions_with_calls(sessions)
-        prov_ok = bool(sessions) and all(s in known and s in split.history
-                                         and s not in probes for s in sessions)
+        prov_ok = bool(sessions) and all(s in known and s in allowed for s in sessions)
         checks.append(ProcedureCheck(proc.id, proc.name, procedure_families(proc, split), valid,
                                      errors, prov_ok))
     return checks
@@ -260,11 +291,6 @@ def _clean(out_dir: Path) -> None:
             shutil.rmtree(p)
         elif p.exists():
             p.unlink()
-
-
-def _hits_of(embedder: Embeds) -> int:
-    cache = getattr(embedder, "cache", None)
-    return cache.stats().hits if cache is not None else 0
 
 
 def run_point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out_dir: str | Path, *,
@@ -299,43 +325,39 @@ def run_point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out_dir: str | 
     with LabelStore(labels_file) as ls:
         labels = {x.session_id: x for x in ls.all()}
     history_db = out / "history.db"
-    n_history = build_history(cfg.corpus, split, history_db)
-    with MemoryStore.open(cfg.corpus, read_only=True) as corpus:
-        probe_ids = [p.session_id for p in split.probes]
-        goals = {s: t.content for s, t in corpus.first_user_turns(probe_ids).items()}
-        probe_calls = {s: corpus.tool_calls(s) for s in probe_ids}
-        recorded = corpus.tool_calls() if cfg.live and cfg.world == "replay" else []
-    with MemoryStore.open(history_db) as store:
-        if hasattr(embedder, "embedder_id"):
-            check_store_embedder(store, embedder)  # type: ignore[arg-type]
-        report: PassReport | None = strategy.synthesize(store, llm, embedder, th, mode=cfg.mode)
-        checks = _check_procedures(store, split, out)
-        fam_of = {c.id: c.families for c in checks}
-        active_fams = {f for p in store.procedures(active_only=True) for f in fam_of.get(p.id, ())}
-        queries = _QueryMemo(embedder)  # recall and the score diagnostic share each query
-        recaller = strategy.recaller(store, queries, th)
-        rows, floor_goal, recall_floor_ok = _replay_rows(
-            cfg, strategy, split, goals, probe_calls, fam_of, active_fams, recaller,
-            ProcedureIndex.from_store(store), queries, progress)
+    queries = QueryMemo(embedder)  # recall and the score diagnostic share each query
+    if cfg.protocol == "rolling":
+        with MemoryStore.open(cfg.corpus, read_only=True) as corpus, \
+                MemoryStore.init(history_db) as store:
+            if hasattr(embedder, "embedder_id"):
+                check_store_embedder(store, embedder)  # type: ignore[arg-type]
+            rolled = run_rolling(
+                corpus, store, strategy=strategy, llm=llm, embedder=queries, th=th,
+                split=split, labels=labels, k=cfg.k, mode=cfg.mode, recall_key=cfg.recall_key,
+                rate=cfg.rate, cadence=cfg.cadence, cadence_unit=cfg.cadence_unit,
+                progress=progress)
+            written = set(store.session_ids())
+            checks = _check_procedures(store, split, out, written)
+            floors = check_floors(store, strategy, llm, embedder, th, cfg.mode,
+                                  rolled.witness.goal,
+                                  lambda: strategy.recaller(store, queries, th, cfg.recall_key))
+        rows, reports, witness = rolled.rows, list(rolled.reports), rolled.witness
+        split_info: dict[str, Any] = {"k": split.k, "protocol": "rolling", **rolled.info()}
         live_info: dict[str, Any] | None = None
-        if cfg.live:
-            world, task_of, live_info = live_world(cfg, store, recorded, probe_calls, labels,
-                                                    goals, split)
-            rows += live_rows(cfg, llm, world, task_of, rows, recaller, th,
-                               out / "runs.jsonl", progress, user)
-            live_info["user_model"] = (model_of(user) or {}).get("model")
-        floors = check_floors(store, strategy, llm, embedder, th, cfg.mode, floor_goal,
-                              lambda: strategy.recaller(store, queries, th))
-    floors["recall-threshold-and-state"] = recall_floor_ok if any(
+    else:
+        rows, reports, witness, checks, floors, split_info, live_info = _strict(
+            cfg, strategy, llm, embedder, queries, split, labels, history_db, out, progress,
+            user)
+    floors["recall-threshold-and-state"] = witness.recall_ok if any(
         r.recalled_ids for r in rows) else None
-    floors["malformed-skipped"] = (report.status == "ran") if report is not None and any(
-        "malformed" in why for _, why in report.skipped) else None
-    llm_calls = report.llm_calls if report else 0
-    hits_n = report.cache_hits if report else 0
-    grounded = ([True] * report.distilled + [False] * report.ungrounded) if report else []
+    floors["malformed-skipped"] = all(r.status == "ran" for r in reports) if any(
+        "malformed" in why for r in reports for _, why in r.skipped) else None
+    llm_calls = sum(r.llm_calls for r in reports)
+    hits_n = sum(r.cache_hits for r in reports)
+    grounded = [g for r in reports for g in [True] * r.distilled + [False] * r.ungrounded]
     kpis = point_kpis(rows, checks, floors, llm_calls=llm_calls, cache_hits=hits_n,
                       grounded=grounded,
-                      duplicate_names=report.duplicate_names if report else 0,
+                      duplicate_names=sum(r.duplicate_names for r in reports),
                       seed=cfg.seed, n_boot=cfg.n_boot)
     with (out / "results.jsonl").open("w", encoding="utf-8") as fh:
         for r in rows:
@@ -350,12 +372,9 @@ def run_point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out_dir: str | 
                      "replay_rule": RULE,
                      "chat_model": getattr(getattr(llm, "endpoint", None), "model", None),
                      "embedder": getattr(embedder, "embedder_id", None)},
-        "split": {"k": split.k, "history": len(split.history), "history_with_calls": n_history,
-                  "probes": len(split.probes), "probes_without_goal":
-                      sum(1 for p in split.probes if p.session_id not in goals),
-                  "left_out": len(split.left_out)},
+        "split": split_info,
         "live": live_info,
-        "pass": report.as_dict() if report else None,
+        "pass": _combined(reports),
         "model_calls": {"synthesis": llm_calls, "synthesis_cache_hits": hits_n,
                         "agent": sum(r.llm_calls for r in rows),
                         "agent_cache_hits": sum(r.cache_hits for r in rows
@@ -379,93 +398,68 @@ def run_point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out_dir: str | 
     return PointResult(out, tuple(rows), kpis, summary)
 
 
-def _replay_rows(cfg: EvalConfig, strategy: Strategy, split: Split, goals: Mapping[str, str],
-                 probe_calls: Mapping[str, Sequence[ToolCall]],
-                 fam_of: Mapping[str, tuple[str, ...]], active_fams: set[str],
-                 recaller: Recaller, index: ProcedureIndex, embedder: Embeds, progress: bool
-                 ) -> tuple[list[ProbeResult], str | None, bool]:
-    """Both arms of every probe under the replay rule.
-
-    Also returns a goal for the floors (one that recalled something, else any) and whether
-    every recall respected tau and the procedures' state.
-    """
+def _strict(cfg: EvalConfig, strategy: Strategy, llm: ChatModel, embedder: Embeds,
+            queries: QueryMemo, split: Split, labels: Mapping[str, SessionLabel],
+            history_db: Path, out: Path, progress: bool, user: ChatModel | None
+            ) -> tuple[list[ProbeResult], list[PassReport], FloorWitness, list[ProcedureCheck],
+                       dict[str, bool | None], dict[str, Any], dict[str, Any] | None]:
+    """One pass over attempts 1..k of every family, then attempt k+1 of each recalled for."""
     th = cfg.thresholds
-    rows: list[ProbeResult] = []
-    floor_goal: str | None = None
-    floor_hit = False
-    recall_ok = True
-    for p in _progress(split.probes, progress, "probes"):
-        goal = goals.get(p.session_id)
-        if goal is None:  # a probe without a goal cannot be recalled for; counted in split
-            continue
-        calls = probe_calls[p.session_id]
-        family = str(split.family(p.session_id))
-        base = estimate_steps(calls, None)
-        common = {"strategy": cfg.strategy, "probe_session": p.session_id, "family": family,
-                  "goal": goal, "steps_recorded": base.baseline, "success": p.success,
-                  "family_has_procedure": family in active_fams}
-        rows.append(ProbeResult(arm="no-memory", recalled_ids=(), recalled_scores=(),
-                                recalled_right=0, steps=base.baseline, steps_method="recorded",
-                                **common))
-        t1, h0 = time.perf_counter(), _hits_of(embedder)
-        hits: list[Recall] = recaller(goal)
-        right_score, wrong_score = _best_scores(index, embedder, goal, family, fam_of)
-        if floor_goal is None or (hits and not floor_hit):
-            floor_goal, floor_hit = goal, bool(hits)
-        recall_ok &= all(h.procedure.active for h in hits) and (
-            strategy.recall_kind != "embedding"
-            or all(h.score >= th.effective_recall_tau for h in hits))
-        skills = [skill_from_procedure(h.procedure) for h in hits]
-        est = estimate_steps(calls, [t for s in skills for t in s.tools_required])
-        rows.append(ProbeResult(
-            arm="memory", recalled_ids=tuple(h.procedure.id for h in hits),
-            recalled_scores=tuple(round(h.score, 6) for h in hits),
-            recalled_right=sum(1 for h in hits if family in fam_of.get(h.procedure.id, ())),
-            steps=est.estimate, steps_method=RULE if hits else "recorded",
-            prompt_chars=len(inject(skills, th)), cache_hits=_hits_of(embedder) - h0,
-            wall_s=round(time.perf_counter() - t1, 4), best_right_score=right_score,
-            best_wrong_score=wrong_score, **common))
-    return rows, floor_goal, recall_ok
+    n_history = build_history(cfg.corpus, split, history_db)
+    with MemoryStore.open(cfg.corpus, read_only=True) as corpus:
+        probe_ids = [p.session_id for p in split.probes]
+        goals = {s: t.content for s, t in corpus.first_user_turns(probe_ids).items()}
+        probe_calls = {s: corpus.tool_calls(s) for s in probe_ids}
+        recorded = corpus.tool_calls() if cfg.live and cfg.world == "replay" else []
+    outcomes = {s: x.success for s, x in labels.items() if x.success is not None}
+    history_tasks = {labels[s].task_id for s in split.history if s in labels}
+    with MemoryStore.open(history_db) as store:
+        if hasattr(embedder, "embedder_id"):
+            check_store_embedder(store, embedder)  # type: ignore[arg-type]
+        report = strategy.synthesize(store, llm, embedder, th, mode=cfg.mode, rate=cfg.rate,
+                                     outcomes=outcomes)
+        view = store_view(store, strategy, queries, th, cfg.recall_key, split)
+        witness = FloorWitness()
+        rows: list[ProbeResult] = []
+        for p in progress_bar(split.probes, progress, "probes"):
+            goal = goals.get(p.session_id)
+            if goal is None:  # a probe without a goal cannot be recalled for; counted below
+                continue
+            rows += probe_rows(strategy, th, view, queries, session_id=p.session_id,
+                               goal=goal, calls=probe_calls[p.session_id],
+                               family=str(split.family(p.session_id)), success=p.success,
+                               seen_task=None if p.task_id is None
+                               else p.task_id in history_tasks, witness=witness)
+        checks = _check_procedures(store, split, out,
+                                   split.history - {p.session_id for p in split.probes})
+        live_info: dict[str, Any] | None = None
+        if cfg.live:
+            world, task_of, live_info = live_world(cfg, store, recorded, probe_calls, labels,
+                                                    goals, split)
+            rows += live_rows(cfg, llm, world, task_of, rows, view.recaller, th,
+                              out / "runs.jsonl", progress, user)
+            live_info["user_model"] = (model_of(user) or {}).get("model")
+        floors = check_floors(store, strategy, llm, embedder, th, cfg.mode, witness.goal,
+                              lambda: strategy.recaller(store, queries, th, cfg.recall_key))
+    split_info = {"k": split.k, "protocol": "strict", "history": len(split.history),
+                  "history_with_calls": n_history, "probes": len(split.probes),
+                  "probes_without_goal": sum(1 for p in split.probes
+                                             if p.session_id not in goals),
+                  "left_out": len(split.left_out)}
+    return (rows, [report] if report else [], witness, checks, floors, split_info, live_info)
 
 
-class _QueryMemo:
-    """An embedder that embeds each query text once per point (documents pass through)."""
-
-    def __init__(self, inner: Embeds):
-        self.inner = inner
-        self.cache = getattr(inner, "cache", None)  # hit counts stay the inner embedder's
-        self._vectors: dict[str, np.ndarray] = {}
-
-    def embed(self, texts: Sequence[str], *, kind: Kind = "document",
-              progress: bool = False) -> np.ndarray:
-        if kind != "query":
-            return self.inner.embed(texts, kind=kind, progress=progress)
-        todo = [t for t in dict.fromkeys(texts) if t not in self._vectors]
-        if todo:
-            for t, v in zip(todo, self.inner.embed(todo, kind="query"), strict=True):
-                self._vectors[t] = v
-        return np.vstack([self._vectors[t] for t in texts])
-
-
-def _best_scores(index: ProcedureIndex, embedder: Embeds, goal: str, family: str,
-                 fam_of: Mapping[str, tuple[str, ...]]) -> tuple[float | None, float | None]:
-    """Best cosine of the goal to a procedure of its family, and to one of another."""
-    if not len(index):
-        return None, None
-    q = embedder.embed([goal], kind="query")[0]  # a _QueryMemo: recall embedded it already
-    right = wrong = None
-    for h in index.search(q, top_k=len(index), tau=-1.0):
-        if family in fam_of.get(h.procedure.id, ()):
-            right = h.score if right is None else max(right, h.score)
-        else:
-            wrong = h.score if wrong is None else max(wrong, h.score)
-    return (None if right is None else round(right, 6),
-            None if wrong is None else round(wrong, 6))
-
-
-def _progress(items: Sequence[Any], show: bool, desc: str) -> Any:
-    if not show:
-        return items
-    from tqdm.auto import tqdm
-
-    return tqdm(items, desc=desc, leave=False)
+def _combined(reports: Sequence[PassReport]) -> dict[str, Any] | None:
+    """One pass's report, or the sums over a rolling point's passes (status: the worst)."""
+    if not reports:
+        return None
+    if len(reports) == 1:
+        return reports[0].as_dict()
+    out: dict[str, Any] = {"status": next((r.status for r in reports if r.status != "ran"),
+                                          "ran"), "passes": len(reports)}
+    for name in ("sessions", "clusters", "qualified", "distilled", "added", "updated", "noop",
+                 "ungrounded", "repaired", "duplicate_names", "llm_calls", "cache_hits"):
+        out[name] = sum(getattr(r, name) for r in reports)
+    out["skipped"] = [list(x) for r in reports for x in r.skipped]
+    out["failed_shares"] = [x for r in reports for x in r.failed_shares]
+    return out

@@ -44,6 +44,7 @@ __all__ = [
     "plot_body_chars",
     "plot_heatmaps",
     "plot_similarity",
+    "protocol_table",
     "recommended_settings",
     "render_report",
     "similarity_table",
@@ -53,6 +54,8 @@ __all__ = [
 ]
 
 PARAMS = ("similarity_tau", "min_occurrences", "max_recall_body_chars")
+#: Protocol settings a point may vary, and what a point that does not name them ran.
+PROTOCOL_DEFAULTS = {"protocol": "strict", "recall_key": "when_to_use", "rate": "calls"}
 _SHOWN = ("synthesis_fired_rate", "recall_hit_rate", "recall_precision", "step_reduction",
           "share_made_worse", "live_step_reduction", "live_success_change",
           "live_share_made_worse", "live_prompt_token_change", "step_reduction_live_probes",
@@ -96,7 +99,9 @@ def load_run(run_dir: str | Path) -> Run:
     for pt in summary["points"]:
         rec: dict[str, Any] = {"point": pt["id"], "strategy": pt["strategy"],
                                **{k: pt["params"][k] for k in PARAMS},
-                               "wall_s": pt["wall_s"], "probes": pt["split"]["probes"]}
+                               **(PROTOCOL_DEFAULTS | (pt.get("protocol") or {})),
+                               "wall_s": pt["wall_s"], "probes": pt["split"]["probes"],
+                               "passes": len(pt["split"].get("passes") or ()) or 1}
         for name, k in pt["kpis"].items():
             rec[name], rec[f"{name}_lo"], rec[f"{name}_hi"] = k["value"], k["lo"], k["hi"]
             rec[f"{name}_n"], rec[f"{name}_estimate"] = k["n"], k["estimate"]
@@ -162,10 +167,9 @@ def live_runs_table(run: Run) -> pd.DataFrame:
     return pd.DataFrame(recs, columns=cols)
 
 
-def _verdict_points(run: Run) -> list[tuple[str, Mapping[str, Any]]]:
+def _verdict_points(pts: list[Mapping[str, Any]]) -> list[tuple[str, Mapping[str, Any]]]:
     from .verdict import gaia_default_point, recommend
 
-    pts = run.summary["points"]
     out = []
     best, gaia = recommend(pts), gaia_default_point(pts)
     if best is not None:
@@ -184,7 +188,7 @@ def verdict_table(run: Run) -> pd.DataFrame:
     from .verdict import verdict
 
     recs = []
-    for label, pt in _verdict_points(run):
+    for label, pt in _verdict_points(run.summary["points"]):
         for row in verdict(pt):
             recs.append({"configuration": f"{label}: {pt['id']}", "criterion": row.criterion,
                          "status": row.status,
@@ -203,15 +207,75 @@ def recommended_settings(run: Run) -> dict[str, Any] | None:
     return None if best is None else {"skill_synthesis": dict(best["params"])}
 
 
+def _index(df: pd.DataFrame) -> list[str]:
+    """The columns that tell points apart: strategy, the protocol settings that vary, the
+    thresholds."""
+    varying = [c for c in PROTOCOL_DEFAULTS if c in df and df[c].nunique() > 1]
+    return ["strategy", *varying, *PARAMS]
+
+
 def kpi_table(run: Run) -> pd.DataFrame:
     """Every point with its KPIs as ``value [lo, hi] n`` strings."""
     df = run.points
-    out = df[["strategy", *PARAMS]].copy()
+    cols = _index(df)
+    out = df[cols].copy()
     for k in _SHOWN:
         if k in df:
             out[k] = [_fmt(df[k][i], df[f"{k}_lo"][i], df[f"{k}_hi"][i], df[f"{k}_n"][i],
                            df[f"{k}_estimate"][i]) for i in df.index]
-    return out.set_index(["strategy", *PARAMS]).sort_index()
+    return out.set_index(cols).sort_index()
+
+
+def _width(df: pd.DataFrame, k: str, i: Any) -> float | None:
+    lo, hi = df.get(f"{k}_lo"), df.get(f"{k}_hi")
+    if lo is None or hi is None or pd.isna(lo[i]) or pd.isna(hi[i]):
+        return None
+    return round(float(hi[i] - lo[i]), 3)
+
+
+def protocol_table(run: Run) -> pd.DataFrame:
+    """How each point drew its probes and what that bought: probes, passes, clusters left
+    over by the last pass, model calls, wall time, interval widths, score separation under
+    its recall key, and the qualified clusters' share of members labelled failed."""
+    df = run.points
+    recs = []
+    for i in df.index:
+        f = run.path / "points" / df["point"][i] / "summary.json"
+        s = json.loads(f.read_text(encoding="utf-8")) if f.exists() else {}
+        split, shares = s.get("split") or {}, (s.get("pass") or {}).get("failed_shares") or []
+        recs.append({
+            **{c: df[c][i] for c in _index(df)},
+            "probes": int(df["probes"][i]), "passes": int(df["passes"][i]),
+            "left over": split.get("left_for_later_at_end",
+                                   _left_over((s.get("pass") or {}).get("skipped") or [])),
+            "llm calls": _count(df, "llm_calls", i), "wall s": round(float(df["wall_s"][i])),
+            "recall hit": _kpi_cell(df, "recall_hit_rate", i),
+            "hit width": _width(df, "recall_hit_rate", i),
+            "step reduction": _kpi_cell(df, "step_reduction", i),
+            "step width": _width(df, "step_reduction", i),
+            "separation": _kpi_cell(df, "recall_separation", i),
+            "right > wrong": _kpi_cell(df, "right_above_wrong", i),
+            "failed members": round(float(np.mean(shares)), 2) if shares else None})
+    return pd.DataFrame(recs)
+
+
+def _left_over(skipped: list[Any]) -> int:
+    """Clusters a strict pass left over its cap (from its skip reasons)."""
+    for _, why in skipped:
+        if "over max_clusters_per_pass" in str(why):
+            return int(str(why).split()[0])
+    return 0
+
+
+def _count(df: pd.DataFrame, k: str, i: Any) -> int | None:
+    return None if k not in df or pd.isna(df[k][i]) else int(df[k][i])
+
+
+def _kpi_cell(df: pd.DataFrame, k: str, i: Any) -> str:
+    if k not in df:
+        return "n/a"
+    return _fmt(df[k][i], df[f"{k}_lo"][i], df[f"{k}_hi"][i], df[f"{k}_n"][i],
+                df[f"{k}_estimate"][i])
 
 
 def peer_table(run: Run) -> pd.DataFrame:
@@ -435,10 +499,25 @@ def _matches(point: Mapping[str, Any], match: Mapping[str, Any]) -> bool:
     return all(have.get(k) == v for k, v in match.items())
 
 
-def gate(run_dir: str | Path, baseline: str | Path | None = None) -> list[GateCheck]:
-    """The CI gate's checks for a run (validity, floors, and the baseline's KPIs)."""
+def gate(run_dir: str | Path, baseline: str | Path | None = None, *,
+         verdict: bool = False) -> list[GateCheck]:
+    """The CI gate's checks for a run (validity, floors, and the baseline's KPIs).
+
+    ``verdict``: also hold the report's verdict table: each #887 criterion at the
+    recommended point and at GAIA's defaults fails the gate when its status is FAIL
+    (INCONCLUSIVE and NOT MEASURED pass, and say so in ``required``).
+    """
     summary = json.loads((Path(run_dir) / "summary.json").read_text(encoding="utf-8"))
-    return _checks(summary, baseline)
+    checks = _checks(summary, baseline)
+    if verdict:
+        from .verdict import verdict as rows_of
+
+        for label, pt in _verdict_points(summary["points"]):
+            for row in rows_of(pt):
+                checks.append(GateCheck(pt["id"], f"verdict ({label}): {row.criterion}",
+                                        row.value, f"{row.target}; status {row.status}",
+                                        row.status != "FAIL"))
+    return checks
 
 
 def _checks(summary: Mapping[str, Any], baseline: str | Path | None) -> list[GateCheck]:

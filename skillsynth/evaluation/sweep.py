@@ -190,6 +190,8 @@ def _execute_point(point: Point, spec: SweepSpec, corpus: Path, backend: Backend
               "temperature": spec.temperature, "policy": spec.policy,
               "tasks": None if spec.tasks is None else list(spec.tasks),
               "user": None if spec.user is None else dict(spec.user),
+              **point.settings(spec), "cadence": spec.cadence,
+              "cadence_unit": spec.cadence_unit,
               "backend": asdict(backend), "out_dir": str(point_dir)}
     execute_notebook(notebook, point_dir / "point.ipynb", params, cwd=point_dir,
                      timeout_s=spec.point_timeout_s)
@@ -318,12 +320,13 @@ def aggregate(run_dir: Path, points: Sequence[Point], spec: SweepSpec, *,
             s = json.loads((pdir / SUMMARY).read_text(encoding="utf-8"))
             params = {"point": p.id, "strategy": p.strategy,
                       "corpus_sha256": s["corpus"]["sha256"],
-                      **p.thresholds().to_settings_block()}
+                      **p.thresholds().to_settings_block(), **p.settings(spec)}
             for line in (pdir / "results.jsonl").read_text(encoding="utf-8").splitlines():
                 fh.write(json.dumps(params | json.loads(line), ensure_ascii=False) + "\n")
             mc = s["model_calls"]
             entries.append({"id": p.id, "strategy": p.strategy,
                             "params": p.thresholds().to_settings_block(),
+                            "protocol": p.settings(spec),
                             "kpis": s["kpis"], "floors": s["floors"], "split": s["split"],
                             "llm_calls": mc["synthesis"] + mc["agent"],
                             "cache_hits": mc["synthesis_cache_hits"] + mc["agent_cache_hits"],

@@ -20,12 +20,16 @@ __all__ = ["CALIBRATED", "GRID_KEYS", "Point", "SweepSpec", "expand_points"]
 
 #: A ``similarity_tau`` value that means "the embedder's calibrated taus".
 CALIBRATED = "calibrated"
-#: What a grid may vary: the strategy and the three thresholds the KPIs are swept over.
-GRID_KEYS = ("strategy", "similarity_tau", "min_occurrences", "max_recall_body_chars")
+#: Protocol settings a grid may vary (each also a top-level key: the default of every point).
+PROTOCOL_KEYS = ("protocol", "recall_key", "rate")
+#: What a grid may vary: the strategy, the three thresholds the KPIs are swept over, and
+#: the protocol settings.
+GRID_KEYS = ("strategy", "similarity_tau", "min_occurrences", "max_recall_body_chars",
+             *PROTOCOL_KEYS)
 _SPEC_KEYS = {"name", "description", "corpus", "backend", "mode", "k", "seed", "n_boot",
               "workers", "base", "grid", "points", "live", "step_limit", "family",
               "point_timeout_s", "world", "history", "repeats", "temperature", "policy",
-              "tasks", "user"}
+              "tasks", "user", *PROTOCOL_KEYS, "cadence", "cadence_unit"}
 #: Keys that change how a run executes, not what it measures: a resumed run may differ in them.
 _RUN_ONLY_KEYS = ("workers", "point_timeout_s")
 
@@ -52,6 +56,9 @@ class SweepSpec:
         policy: give the live agent the world's policy text.
         tasks: only probes of these task ids run live (None: every probe).
         family: the family rule of the split (``task`` or ``tools``).
+        protocol, recall_key, rate: every point's protocol settings unless the grid varies
+            them (see :class:`~.protocol.EvalConfig`).
+        cadence, cadence_unit: the rolling protocol's pass cadence.
         calibration: the embedded embedder's calibrated taus (local backend), used by
             ``similarity_tau: calibrated`` and by every point of a spec that sets no tau.
         workers: points run at once.
@@ -79,6 +86,11 @@ class SweepSpec:
     policy: bool = True
     tasks: tuple[str, ...] | None = None
     user: Mapping[str, Any] | None = None
+    protocol: str = "strict"
+    recall_key: str = "when_to_use"
+    rate: str = "calls"
+    cadence: int = 20
+    cadence_unit: str = "sessions"
     calibration: Mapping[str, float] = field(default_factory=dict)
     point_timeout_s: float | None = 3600.0
     description: str = ""
@@ -133,6 +145,11 @@ class SweepSpec:
                    tasks=None if data.get("tasks") is None else tuple(
                        str(t) for t in data["tasks"]),
                    user=data.get("user"),
+                   protocol=str(data.get("protocol", "strict")),
+                   recall_key=str(data.get("recall_key", "when_to_use")),
+                   rate=str(data.get("rate", "calls")),
+                   cadence=_int(data.get("cadence", 20), "cadence", p),
+                   cadence_unit=str(data.get("cadence_unit", "sessions")),
                    point_timeout_s=_seconds_or_none(data.get("point_timeout_s", 3600.0),
                                                     "point_timeout_s", p),
                    description=str(data.get("description", "")), source=str(p))
@@ -197,6 +214,15 @@ class SweepSpec:
         for pt in expand_points(self):
             get_strategy(pt.strategy)
             pt.thresholds()
+            try:  # the protocol settings, checked where the point will check them
+                from .protocol import EvalConfig
+
+                EvalConfig("<corpus>", strategy=pt.strategy, live=self.live,
+                           cadence=self.cadence, cadence_unit=self.cadence_unit,  # type: ignore[arg-type]
+                           **pt.settings(self))
+            except ConfigError as exc:
+                raise ConfigError(f"point {pt.id}: {exc.args[0]}", key=exc.key,
+                                  source=src) from None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON/YAML-ready (what ``spec.yaml`` in the run folder holds)."""
@@ -204,6 +230,14 @@ class SweepSpec:
         d.pop("source")
         d["points"] = [dict(p) for p in self.points]
         return d
+
+
+def _int(value: Any, key: str, source: Path) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{key} must be a whole number, got {value!r}", key=key,
+                          source=str(source)) from None
 
 
 def _seconds_or_none(value: Any, key: str, source: Path) -> float | None:
@@ -218,22 +252,32 @@ def _seconds_or_none(value: Any, key: str, source: Path) -> float | None:
 
 @dataclass(frozen=True)
 class Point:
-    """One grid point: a strategy and the thresholds it runs with."""
+    """One grid point: a strategy, the thresholds it runs with, and the protocol settings
+    the grid varies (``options``; the others are the spec's)."""
 
     strategy: str
     values: Mapping[str, Any]
     base: Mapping[str, Any]
     calibration: Mapping[str, float] = field(default_factory=dict)
+    options: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
         """Readable and unique: strategy, the swept values, and a hash of everything."""
         short = {"similarity_tau": "tau", "min_occurrences": "occ",
-                 "max_recall_body_chars": "body"}
-        parts = [self.strategy] + [f"{short.get(k, k)}{v}" for k, v in sorted(self.values.items())]
-        digest = hashlib.sha256(json.dumps([self.strategy, dict(self.values), dict(self.base)],
-                                           sort_keys=True).encode()).hexdigest()[:8]
+                 "max_recall_body_chars": "body", "recall_key": "key-", "rate": "rate-",
+                 "protocol": ""}
+        swept = dict(self.values) | dict(self.options)
+        parts = [self.strategy] + [f"{short.get(k, k)}{v}" for k, v in sorted(swept.items())]
+        ident: list[Any] = [self.strategy, dict(self.values), dict(self.base)]
+        if self.options:  # ids of points without protocol options stay what they were
+            ident.append(dict(self.options))
+        digest = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:8]
         return "-".join(parts) + "-" + digest
+
+    def settings(self, spec: SweepSpec) -> dict[str, Any]:
+        """The point's protocol settings: the grid's values, else the spec's."""
+        return {k: self.options.get(k, getattr(spec, k)) for k in PROTOCOL_KEYS}
 
     @property
     def synthesis_key(self) -> str:
@@ -241,7 +285,8 @@ class Point:
         th = self.thresholds().to_settings_block()
         for recall_only in ("max_recall_body_chars", "recall_top_k"):
             th.pop(recall_only)
-        return json.dumps([self.strategy, th], sort_keys=True)
+        synth = {k: v for k, v in self.options.items() if k != "recall_key"}
+        return json.dumps([self.strategy, th, synth], sort_keys=True)
 
     def thresholds(self) -> Thresholds:
         """The point's thresholds (base, then the point's values).
@@ -274,7 +319,8 @@ def expand_points(spec: SweepSpec) -> list[Point]:
     out: dict[str, Point] = {}
     for c in combos:
         strategy = str(c.pop("strategy", "skillsynth"))
-        p = Point(strategy, c, spec.base, spec.calibration)
+        options = {k: c.pop(k) for k in PROTOCOL_KEYS if k in c}
+        p = Point(strategy, c, spec.base, spec.calibration, options)
         out.setdefault(p.id, p)
     return list(out.values())
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-__all__ = ["GAIA_DEFAULTS", "Status", "VerdictRow", "gaia_default_point", "recommend",
+__all__ = ["GAIA_DEFAULTS", "Status", "VerdictRow", "adoptable", "gaia_default_point", "recommend",
            "verdict"]
 
 Status = Literal["PASS", "FAIL", "INCONCLUSIVE", "NOT MEASURED"]
@@ -146,18 +146,28 @@ def _is(point: Mapping[str, Any], values: Mapping[str, Any]) -> bool:
     return all(params.get(k) == v for k, v in values.items())
 
 
+def adoptable(point: Mapping[str, Any]) -> bool:
+    """GAIA can run this point by settings alone: it recalls by when_to_use and qualifies
+    clusters by the per-call rate (other recall keys and signals need a change to GAIA)."""
+    opts = point.get("protocol") or {}
+    return opts.get("recall_key", "when_to_use") == "when_to_use" and \
+        opts.get("rate", "calls") == "calls"
+
+
 def gaia_default_point(points: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
-    """The skillsynth point at GAIA's shipped settings, if the sweep ran one."""
-    for p in points:
-        if p.get("strategy") == "skillsynth" and _is(p, GAIA_DEFAULTS):
-            return p
-    return None
+    """The skillsynth point at GAIA's shipped settings, if the sweep ran one (the rolling
+    protocol's where both ran: it is how GAIA meets its goals over time)."""
+    found = [p for p in points if p.get("strategy") == "skillsynth" and adoptable(p)
+             and _is(p, GAIA_DEFAULTS)]
+    rolling = [p for p in found if (p.get("protocol") or {}).get("protocol") == "rolling"]
+    return (rolling or found)[0] if found else None
 
 
 def recommend(points: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
     """The point to adopt: the best step reduction (live where measured) among skillsynth
-    points whose success did not drop (the no-harm interval reaches 0 or above, or no live
-    arm), ties broken by fewer probes made worse; None when no point qualifies."""
+    points GAIA can run by settings (:func:`adoptable`) whose success did not drop (the
+    no-harm interval reaches 0 or above, or no live arm), ties broken by fewer probes made
+    worse; None when no point qualifies."""
     def key(p: Mapping[str, Any]) -> tuple[float, float]:
         k = p["kpis"]
         live = _ran_live(k)
@@ -172,5 +182,6 @@ def recommend(points: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
         top = ch.get("hi") if ch.get("hi") is not None else ch.get("value")
         return not ch.get("n") or top is None or float(top) >= 0
 
-    ok = [p for p in points if p.get("strategy") == "skillsynth" and harmless(p)]
+    ok = [p for p in points if p.get("strategy") == "skillsynth" and adoptable(p)
+          and harmless(p)]
     return max(ok, key=key) if ok else None

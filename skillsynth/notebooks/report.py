@@ -41,8 +41,10 @@ display(Markdown(report.describe_run(run)))
 # ## Verdict: #887's acceptance criteria
 #
 # For the recommended point (the best step reduction, live where measured, that loses no
-# success; ties: fewer probes made worse) and for GAIA's shipped settings (tau 0.82, 3
-# occurrences, 1500 body characters) when the sweep ran them. INCONCLUSIVE: the 95% interval
+# success; ties: fewer probes made worse; among points GAIA can run by its settings alone:
+# recall by when_to_use, the per-call success rate) and for GAIA's shipped settings (tau
+# 0.82, 3 occurrences, 1500 body characters; the rolling protocol's point where both ran)
+# when the sweep ran them. INCONCLUSIVE: the 95% interval
 # spans the target. The recommended point's settings block is written beside the report.
 
 # %%
@@ -64,6 +66,19 @@ with pd.option_context("display.max_colwidth", 60):
 
 # %%
 report.kpi_table(run)
+
+# %% [markdown]
+# ## How each point drew its probes
+#
+# Strict: one pass on attempts 1..k, attempt k+1 of each family the probe. Rolling: the
+# corpus replayed in time order, a pass per simulated process start, every later attempt a
+# probe. *left over*: qualified clusters the last pass could not distil (its cap);
+# *separation*: each probe's best score for a procedure of its own family minus the best for
+# another, under the point's recall key; *failed members*: the mean share of a qualified
+# cluster's sessions labelled as failed.
+
+# %%
+report.protocol_table(run)
 
 # %% [markdown]
 # ## Live runs

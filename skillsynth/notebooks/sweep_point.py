@@ -15,9 +15,11 @@
 # %% [markdown]
 # # One sweep point
 #
-# Runs the 4th-attempt protocol once: the history (attempts 1..k of every task) goes into a
-# fresh store, the strategy synthesizes procedures from it, each probe (attempt k+1) is
-# recalled for, and tool steps are scored with the replay rule (an **estimate**; see
+# Runs the 4th-attempt protocol once. Strict: the history (attempts 1..k of every task) goes
+# into a fresh store, the strategy synthesizes procedures from it, each probe (attempt k+1)
+# is recalled for. Rolling: sessions are replayed in time order, a pass runs every `cadence`
+# sessions, and every attempt after the k-th is a probe before it joins the history. Tool
+# steps are scored with the replay rule (an **estimate**; see
 # `METHODS.md`) and, with `live`, measured by the live agent in both arms. `skillsynth sweep` executes this notebook once per grid point.
 
 # %% tags=["parameters"]
@@ -39,6 +41,11 @@ temperature = 0.7              # sampling temperature of repeated live runs
 policy = True                  # give the live agent the world's policy text
 tasks = None                   # only probes of these task ids run live (None: all)
 user = None                    # a simulated user's endpoint {base_url, model, backend} (None: solo)
+protocol = "strict"            # strict (one pass, attempt k+1 the probe) or rolling (passes over time)
+recall_key = "when_to_use"     # recall by: when_to_use (GAIA), goals (member goals) or both
+rate = "calls"                 # cluster success signal: calls (GAIA) or session (outcomes)
+cadence = 20                   # rolling: a synthesis pass every `cadence` sessions or days
+cadence_unit = "sessions"      # rolling: sessions or days
 backend = {"backend": "local"} # skillsynth.models.backend.BackendSpec fields
 out_dir = "eval/results/example/points/manual"
 
@@ -54,7 +61,8 @@ cfg = EvalConfig(corpus, strategy=strategy, thresholds=Thresholds().merge(thresh
                  k=k, mode=mode, seed=seed, n_boot=n_boot, live=live, step_limit=step_limit,
                  family=family, world=world, history=history, repeats=repeats,
                  temperature=temperature, policy=policy,
-                 tasks=None if tasks is None else tuple(tasks))
+                 tasks=None if tasks is None else tuple(tasks), protocol=protocol,
+                 recall_key=recall_key, rate=rate, cadence=cadence, cadence_unit=cadence_unit)
 u = user or {}
 with open_clients(BackendSpec(**backend)) as (llm, embedder), \
         open_user(u.get("base_url"), u.get("model"), backend=u.get("backend", "lemonade"),

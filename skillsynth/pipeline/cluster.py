@@ -77,6 +77,11 @@ class Cluster:
         return len(self.members)
 
     @property
+    def failed_share(self) -> float:
+        """Share of members whose label says the task failed (unknown outcomes count as not)."""
+        return sum(1 for m in self.members if m.outcome is False) / len(self.members)
+
+    @property
     def session_ids(self) -> tuple[str, ...]:
         """Member session ids (what provenance lists)."""
         return tuple(m.session_id for m in self.members)

@@ -13,7 +13,7 @@ only sessions that gained calls since.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -125,6 +125,7 @@ def extract_sequences(
     reread: bool = False,
     outcomes: Mapping[str, bool] | None = None,
     advance: bool = True,
+    exclude: Collection[str] = (),
 ) -> DetectReport:
     """Read every session (or, with a watermark, every session with new calls).
 
@@ -137,6 +138,9 @@ def extract_sequences(
         outcomes: session success labels where known (e.g. from a corpus's labels).
         advance: write the new watermark now; a caller that may still fail (the synthesis
             pass) passes False and writes ``report.watermark_after`` itself on success.
+        exclude: sessions an earlier pass already handed to the distiller (GAIA 0.25.1's
+            synthesis marks): not read again, so later passes reach the clusters a capped
+            pass left over.
 
     Returns:
         A :class:`DetectReport`; ``report.sequences`` holds one entry per session read,
@@ -144,7 +148,8 @@ def extract_sequences(
     """
     before = 0 if (watermark is None or reread) else watermark.read(store.path)
     new_calls = store.tool_calls(after_id=before or None)
-    touched = list(dict.fromkeys(c.session_id for c in new_calls))
+    skip = set(exclude)
+    touched = [s for s in dict.fromkeys(c.session_id for c in new_calls) if s not in skip]
     goals = store.first_user_turns(touched if before else None)
     by_session: dict[str, list[ToolCall]] = {sid: [] for sid in touched}
     if before:
@@ -153,7 +158,7 @@ def extract_sequences(
     else:
         calls = new_calls
     for c in calls:
-        if since is None or c.timestamp >= since:
+        if c.session_id in by_session and (since is None or c.timestamp >= since):
             by_session[c.session_id].append(c)
     labels = outcomes or {}
     seqs: list[SessionSequence] = []

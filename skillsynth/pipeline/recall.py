@@ -1,27 +1,34 @@
-"""Recall: the stored procedures whose when_to_use means the same as a new goal.
+"""Recall: the stored procedures whose key means the same as a new goal.
 
-A FAISS inner-product index over ``procedures.embedding`` of enabled, non-superseded rows
-(its own index, built from the procedures table only). A result comes back only at
-cosine >= ``recall_tau`` (``similarity_tau`` when unset, as GAIA does); a disabled or
-superseded procedure never does. Recalling
-touches ``last_used_at`` (GAIA's semantics), so a read-only store must pass ``touch=False``.
+GAIA's key (``when_to_use``) is a FAISS inner-product index over ``procedures.embedding``
+of enabled, non-superseded rows. Two keys GAIA does not have are there to be compared with
+it: ``goals`` scores a procedure by the best cosine between the new goal and the goals of
+the sessions it was distilled from (its exemplars), and ``both`` takes the higher of the
+two scores. A result comes back only at cosine >= ``recall_tau`` (``similarity_tau`` when
+unset, as GAIA does); a disabled or superseded procedure never does. Recalling touches
+``last_used_at`` (GAIA's semantics), so a read-only store must pass ``touch=False``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal, Protocol
 
 import numpy as np
 
 from ..config import Thresholds
-from ..errors import EmbedderError
+from ..errors import ConfigError, EmbedderError
 from ..models.embed import Embeds
 from ..store import MemoryStore, Procedure, decode_embedding
 from .skill import Skill
 
-__all__ = ["ProcedureIndex", "Recall", "recall", "recall_skill", "skill_from_procedure"]
+__all__ = ["RECALL_KEYS", "BothIndex", "ExemplarIndex", "ProcedureIndex", "Recall", "RecallIndex",
+           "RecallKey", "recall", "recall_index", "recall_skill", "skill_from_procedure"]
 
+#: What a procedure is recalled by (``when_to_use`` is GAIA's).
+RecallKey = Literal["when_to_use", "goals", "both"]
+RECALL_KEYS: tuple[RecallKey, ...] = ("when_to_use", "goals", "both")
 
 
 @dataclass(frozen=True)
@@ -83,8 +90,113 @@ class ProcedureIndex:
                 for s, i in zip(scores[0], ids[0], strict=True) if i >= 0 and s >= tau]
 
 
+class RecallIndex(Protocol):
+    """Scores a goal's vector against the active procedures (one per recall key)."""
+
+    @property
+    def procedures(self) -> Sequence[Procedure]: ...
+
+    def __len__(self) -> int: ...
+
+    def search(self, query: np.ndarray, *, top_k: int, tau: float) -> list[Recall]: ...
+
+
+def _flat(vectors: np.ndarray):  # type: ignore[no-untyped-def]
+    import faiss
+
+    index = faiss.IndexFlatIP(vectors.shape[1])
+    index.add(np.ascontiguousarray(vectors.astype(np.float32)))
+    return index
+
+
+def _best_first(best: dict[str, Recall], top_k: int, tau: float) -> list[Recall]:
+    ranked = sorted(best.values(), key=lambda r: (-r.score, r.procedure.id))
+    return [r for r in ranked if r.score >= tau][:max(top_k, 0)]
+
+
+class ExemplarIndex:
+    """The active procedures' exemplars: the first user turns of their provenance sessions.
+
+    A procedure scores the best cosine between the goal and any of its exemplars. Nothing
+    is stored for this: the exemplars are read from ``procedures.provenance`` and the
+    store's conversations when the index is built, so GAIA's schema and its
+    ``procedures.embedding`` (the when_to_use vector) stay as they are. Exemplars are
+    embedded as queries (a goal against goals), so a goal once recalled for costs no
+    second embedding with a call cache. A procedure whose sessions have no goal left in
+    the store has no exemplar (counted in ``without_exemplars``).
+    """
+
+    def __init__(self, store: MemoryStore, embedder: Embeds):
+        procs = store.procedures(active_only=True)
+        owners: list[int] = []
+        texts: list[str] = []
+        for i, p in enumerate(procs):
+            sessions = [str(s) for s in (p.provenance or {}).get("from_sessions", [])]
+            turns = store.first_user_turns(sessions) if sessions else {}
+            for s in sessions:
+                if s in turns:
+                    owners.append(i)
+                    texts.append(turns[s].content)
+        self.procedures = [procs[i] for i in sorted(set(owners))]
+        self.without_exemplars = len(procs) - len(self.procedures)
+        self.exemplars = len(texts)
+        self._procs = procs
+        self._owners = np.asarray(owners, dtype=np.int64)
+        self._index = _flat(embedder.embed(texts, kind="query")) if texts else None
+
+    def __len__(self) -> int:
+        return len(self.procedures)
+
+    def search(self, query: np.ndarray, *, top_k: int, tau: float) -> list[Recall]:
+        """The best ``top_k`` procedures by their best exemplar, each >= ``tau``."""
+        if self._index is None or top_k < 1:
+            return []
+        q = np.ascontiguousarray(np.asarray(query, dtype=np.float32).reshape(1, -1))
+        scores, ids = self._index.search(q, self.exemplars)
+        best: dict[str, Recall] = {}
+        for s, i in zip(scores[0], ids[0], strict=True):
+            p = self._procs[int(self._owners[int(i)])]
+            if i >= 0 and (p.id not in best or s > best[p.id].score):
+                best[p.id] = Recall(p, float(s))
+        return _best_first(best, top_k, tau)
+
+
+class BothIndex:
+    """A procedure scores the higher of its when_to_use and its best exemplar cosine."""
+
+    def __init__(self, *indexes: RecallIndex):
+        self.indexes = indexes
+        seen = {p.id: p for ix in indexes for p in ix.procedures}
+        self.procedures = list(seen.values())
+
+    def __len__(self) -> int:
+        return len(self.procedures)
+
+    def search(self, query: np.ndarray, *, top_k: int, tau: float) -> list[Recall]:
+        """The best ``top_k`` procedures by their higher score, each >= ``tau``."""
+        best: dict[str, Recall] = {}
+        for ix in self.indexes:
+            for r in ix.search(query, top_k=len(ix), tau=-1.0):
+                if r.procedure.id not in best or r.score > best[r.procedure.id].score:
+                    best[r.procedure.id] = r
+        return _best_first(best, top_k, tau)
+
+
+def recall_index(store: MemoryStore, embedder: Embeds, key: RecallKey = "when_to_use"
+                 ) -> RecallIndex:
+    """The index ``key`` recalls through, over the store's procedures as they are now."""
+    if key == "when_to_use":
+        return ProcedureIndex.from_store(store)
+    if key == "goals":
+        return ExemplarIndex(store, embedder)
+    if key == "both":
+        return BothIndex(ProcedureIndex.from_store(store), ExemplarIndex(store, embedder))
+    raise ConfigError(f"recall key must be one of {', '.join(RECALL_KEYS)}, got {key!r}",
+                      key="recall_key")
+
+
 def recall(store: MemoryStore, embedder: Embeds, goal: str, config: Thresholds,
-           top_k: int | None = None, *, index: ProcedureIndex | None = None,
+           top_k: int | None = None, *, index: RecallIndex | None = None,
            touch: bool = True) -> list[Recall]:
     """Procedures for ``goal`` with their scores (at most ``top_k``, each >= tau).
 
@@ -95,7 +207,8 @@ def recall(store: MemoryStore, embedder: Embeds, goal: str, config: Thresholds,
         config: ``effective_recall_tau`` (``recall_tau``, else ``similarity_tau``) and
             ``recall_top_k``.
         top_k: overrides ``config.recall_top_k``.
-        index: a prebuilt :class:`ProcedureIndex` (default: built from the store now).
+        index: a prebuilt index (:func:`recall_index`; default: GAIA's when_to_use index
+            built from the store now).
         touch: set ``last_used_at`` on what is recalled (needs a writable store).
     """
     k = config.recall_top_k if top_k is None else top_k
@@ -112,7 +225,7 @@ def recall(store: MemoryStore, embedder: Embeds, goal: str, config: Thresholds,
 
 
 def recall_skill(store: MemoryStore, embedder: Embeds, goal: str, config: Thresholds,
-                 top_k: int | None = None, *, index: ProcedureIndex | None = None,
+                 top_k: int | None = None, *, index: RecallIndex | None = None,
                  touch: bool = True) -> list[Skill]:
     """:func:`recall`, as Skills (the shape the planner prompt injects)."""
     return [skill_from_procedure(r.procedure)

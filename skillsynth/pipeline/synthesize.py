@@ -21,7 +21,7 @@ other-backend swap.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -50,6 +50,9 @@ class PassReport:
     procedure had their name. ``llm_calls`` and ``cache_hits`` together count every
     distillation answer, malformed ones included, so a warm re-run counts what a cold one did.
     ``would_distill``: a dry run's clusters that would be distilled, as member session ids.
+    ``handed``: the sessions of every cluster whose distillation answer came back (a skill,
+    SKIP, malformed or ungrounded): GAIA 0.25.1 marks them and no later pass reads them.
+    ``failed_shares``: per qualified cluster, the share of members labelled as failed.
     """
 
     status: Literal["ran", "memory-disabled", "synthesis-disabled", "llm-unavailable",
@@ -71,6 +74,8 @@ class PassReport:
     procedure_ids: tuple[str, ...] = ()
     message: str = ""
     would_distill: tuple[tuple[str, ...], ...] = ()
+    handed: tuple[str, ...] = ()
+    failed_shares: tuple[float, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready (``skillsynth synthesize --json``)."""
@@ -90,6 +95,7 @@ def synthesize_skills(
     mode: DistillMode = "yaml",
     watermark: Watermark | None = None,
     outcomes: Mapping[str, bool] | None = None,
+    exclude: Collection[str] = (),
     memory_disabled: bool = False,
     dry_run: bool = False,
 ) -> PassReport:
@@ -104,6 +110,8 @@ def synthesize_skills(
         mode: ``yaml`` (free-form) or ``json`` (schema-constrained) distillation.
         watermark: read only sessions new since the last pass.
         outcomes: session success labels, where known.
+        exclude: sessions earlier passes handed to the distiller (``PassReport.handed``):
+            not clustered again (GAIA 0.25.1's synthesis marks).
         memory_disabled: GAIA's memory is off (``GAIA_MEMORY_DISABLED=1``, read by the
             caller at the edge: :func:`~skillsynth.config.gaia_memory_disabled`).
         dry_run: detect, cluster and report what would be distilled; no LLM call, no write.
@@ -116,13 +124,14 @@ def synthesize_skills(
                     "stay recallable")
         return PassReport("synthesis-disabled", message="skill_synthesis.enabled is false")
     detected = extract_sequences(store, config, watermark=watermark, outcomes=outcomes,
-                                 advance=False)
+                                 advance=False, exclude=exclude)
     clusters = cluster_by_goal(detected.qualified, embedder, config, method, rate=rate)
     qualified = [c for c in clusters if c.qualified]
     todo = qualified[: config.max_clusters_per_pass]
     base: dict[str, Any] = {
         "sessions": detected.sessions_read, "sessions_without_goal": len(detected.without_goal),
-        "clusters": len(clusters), "qualified": len(qualified)}
+        "clusters": len(clusters), "qualified": len(qualified),
+        "failed_shares": tuple(round(c.failed_share, 4) for c in qualified)}
     over = [("cluster", (f"{len(qualified) - len(todo)} qualified cluster(s) over "
              f"max_clusters_per_pass {config.max_clusters_per_pass}"))] \
         if len(qualified) > len(todo) else []
@@ -139,8 +148,11 @@ def synthesize_skills(
         # 1. every model call first, holding no lock: GAIA, an import or a second pass can
         #    write to the database meanwhile; a model failure here leaves it untouched
         kept: list[tuple[str, Cluster, Skill]] = []
+        handed: list[str] = []
         for c in todo:
             label = ",".join(c.session_ids[:3]) + ("…" if c.size > 3 else "")
+            # handed, whatever comes back (a model failure ends the pass, handing nothing)
+            handed.extend(c.session_ids)
             try:
                 d = distill(c, llm, config, mode)
             except UngroundedSkill as exc:
@@ -190,4 +202,4 @@ def synthesize_skills(
                       duplicate_names=renamed, skipped=tuple(skipped),
                       llm_calls=llm.calls - calls_before,
                       cache_hits=llm.cache_hits - hits_before,
-                      procedure_ids=tuple(ids))
+                      procedure_ids=tuple(ids), handed=tuple(handed))

@@ -22,16 +22,16 @@ none           nothing                                     nothing (the no-memor
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from ...config import Thresholds
-from ...errors import EvaluationError
+from ...errors import ConfigError, EvaluationError
 from ...models.embed import Embeds
-from ...pipeline.cluster import Method
+from ...pipeline.cluster import Method, RateDefinition
 from ...pipeline.distill import DistillMode
-from ...pipeline.recall import ProcedureIndex, Recall, recall
+from ...pipeline.recall import RECALL_KEYS, Recall, RecallKey, recall, recall_index
 from ...pipeline.synthesize import PassReport, synthesize_skills
 from ...protocols import ChatModel
 from ...store import MemoryStore
@@ -78,23 +78,42 @@ class Strategy:
         return config.merge(dict(self.synth_overrides), source=f"strategy {self.name}")
 
     def synthesize(self, store: MemoryStore, llm: ChatModel, embedder: Embeds, config: Thresholds,
-                   *, mode: DistillMode = "json",
-                   memory_disabled: bool = False) -> PassReport | None:
-        """One synthesis pass over ``store`` (None when the design has no synthesis)."""
+                   *, mode: DistillMode = "json", memory_disabled: bool = False,
+                   rate: RateDefinition = "calls", outcomes: Mapping[str, bool] | None = None,
+                   exclude: Collection[str] = ()) -> PassReport | None:
+        """One synthesis pass over ``store`` (None when the design has no synthesis).
+
+        ``rate``, ``outcomes`` and ``exclude`` go to
+        :func:`~skillsynth.pipeline.synthesize.synthesize_skills`.
+        """
         if self.method is None:
             return None
         return synthesize_skills(store, llm, embedder, self.synthesis_config(config),
-                                 method=self.method, mode=mode,
-                                 memory_disabled=memory_disabled)
+                                 method=self.method, mode=mode, rate=rate, outcomes=outcomes,
+                                 exclude=exclude, memory_disabled=memory_disabled)
 
-    def recaller(self, store: MemoryStore, embedder: Embeds, config: Thresholds) -> Recaller:
+    def check_recall_key(self, key: str) -> None:
+        """Raise ConfigError unless this design can recall by ``key``.
+
+        Only embedding recall has keys (``none`` recalls nothing whatever the key).
+        """
+        if key not in RECALL_KEYS:
+            raise ConfigError(f"recall key must be one of {', '.join(RECALL_KEYS)}, got "
+                              f"{key!r}", key="recall_key")
+        if self.recall_kind == "keyword" and key != "when_to_use":
+            raise ConfigError(f"strategy {self.name} recalls by keywords of when_to_use; it "
+                              f"cannot recall by {key!r}", key="recall_key")
+
+    def recaller(self, store: MemoryStore, embedder: Embeds, config: Thresholds,
+                 key: RecallKey = "when_to_use") -> Recaller:
         """A recall function over the store's active procedures as they are now."""
+        self.check_recall_key(key)
         if self.recall_kind == "none":
             return lambda goal: []
         if self.recall_kind == "keyword":
             kw = KeywordIndex(store.procedures(active_only=True))
             return lambda goal: kw.search(goal, top_k=PHERON_TOP_K)
-        index = ProcedureIndex.from_store(store)
+        index = recall_index(store, embedder, key)
         return lambda goal: recall(store, embedder, goal, config, index=index, touch=False)
 
 

@@ -1,0 +1,75 @@
+"""Corpora of every kind the importers read, built from the shipped datasets (for tests)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from skillsynth.corpora import (
+    LabelStore,
+    SessionLabel,
+    export_jsonl,
+    generate_corpus,
+    import_corpus,
+    labels_path_for,
+)
+from skillsynth.store import MemoryStore
+
+#: Corpus kinds :func:`build_corpus` knows.
+KINDS = ("synthetic", "taubench", "tau2-airline", "tau2-retail", "jsonl", "gaia-db")
+
+DATASETS = Path(__file__).resolve().parent.parent / "datasets"
+
+
+def build_corpus(kind: str, tmp: Path) -> Path:
+    """A corpus memory.db (labels beside it) of one kind, from the shipped datasets."""
+    db = tmp / f"{kind}.db"
+    if kind == "synthetic":
+        generate_corpus(db, families=4, attempts=5, seed=1)
+    elif kind == "taubench":
+        import_corpus("taubench", DATASETS / "taubench-airline-gpt4o" / "gpt-4o-airline.json.gz",
+                      db)
+    elif kind in ("tau2-airline", "tau2-retail"):
+        import_corpus("tau2", DATASETS / kind, db)
+    elif kind == "jsonl":
+        generate_corpus(tmp / "g.db", families=3, attempts=5, seed=4)
+        export_jsonl(tmp / "g.db", tmp / "g.jsonl")
+        import_corpus("jsonl", tmp / "g.jsonl", db)
+    else:  # a user's GAIA memory.db: no task ids, so everything is history
+        src = tmp / "memory.db"
+        with MemoryStore.init(src) as s:
+            for i in range(5):
+                s.log_tool_call(f"u{i}", "read_file", {"i": i}, "ok", True)
+                s.add_turn(f"u{i}", "user", f"read file {i}")
+        import_corpus("gaia-db", src, db)
+    return db
+
+
+def tiny_corpus(tmp: Path, attempts: int = 4) -> Path:
+    """Three tasks x ``attempts`` (one a day); the answers in the tests are worked out by hand.
+
+    invoice: 3-step history runs; probe = search(fail), search, read, reply (4 calls).
+    mail: 3-step history runs; probe = list_inbox, read_file, draft_reply (3 calls).
+    jira: 2-step runs (below min_steps 3: never distilled); probe 2 calls.
+    """
+    db = tmp / "tiny.db"
+    plan = {"invoice": (("search_file", "read_file", "reply"), "find the invoice {i}"),
+            "mail": (("list_inbox", "read_file", "draft_reply"), "answer the mail {i}"),
+            "jira": (("jira_search", "read_file"), "check the jira ticket {i}")}
+    labels = []
+    with MemoryStore.init(db) as s:
+        for attempt in range(1, attempts + 1):
+            for fam, (tools, goal) in plan.items():
+                sid = f"{fam}-{attempt}"
+                ts = f"2026-01-0{attempt}T10:00:0{len(labels) % 10}.000000+00:00"
+                with s.transaction():
+                    if fam == "invoice" and attempt >= 4:
+                        s.log_tool_call(sid, "search_file", {"try": 0}, None, False,
+                                        error="timeout", timestamp=ts)
+                    for n, t in enumerate(tools):
+                        s.log_tool_call(sid, t, {"n": n}, "ok", True, timestamp=ts)
+                    s.add_turn(sid, "user", goal.format(i=attempt), timestamp=ts)
+                labels.append(SessionLabel(sid, "test", fam, attempt, success=True,
+                                           started_at=ts))
+    with LabelStore(labels_path_for(db), create=True) as ls:
+        ls.add(labels)
+    return db
