@@ -310,3 +310,41 @@ def test_v1_file_gaia_cannot_open_is_repaired_by_skillsynth(gaia_store, tmp_path
     assert compare_schema(_gaia_fresh(gaia_store, tmp_path / "gaia.db"), path) == []
     assert dump_rows(path, TABLES) == rows
     gaia_store(db_path=path).close()  # and now GAIA opens it
+
+
+# ------------------------------------------------------------------ logging, as GAIA logs it
+ARGS_CASES = [
+    {},
+    {"path": "a.txt"},
+    {"path": "notes.md", "content": "x" * 5000},  # one long value: shortened, path kept
+    {"content": "é" * 300, "more": list(range(300)), "n": 3},  # a long list, as JSON text
+    {f"key{i:03d}": "v" * 30 for i in range(40)},  # many short values: only keys fit
+    {f"k{i}": i for i in range(200)},
+]
+
+
+def test_tool_calls_and_turns_are_stored_as_gaia_stores_them(gaia_store, tmp_path):
+    ours, theirs = tmp_path / "ours.db", _gaia_fresh(gaia_store, tmp_path / "gaia.db")
+    gaia = gaia_store(db_path=theirs)
+    turns = ["find the invoice", "", "   ", "y" * 9000]
+    try:
+        with MemoryStore.init(ours) as s:
+            for i, args in enumerate(ARGS_CASES):
+                gaia.log_tool_call("s", "write_file", args, "r" * 700, i % 2 == 0,
+                                   error="e" * 900)
+                s.log_tool_call("s", "write_file", args, "r" * 700, i % 2 == 0,
+                                error="e" * 900)
+            for text in turns:
+                gaia.store_turn("s", "user", text)
+                s.add_turn("s", "user", text)
+    finally:
+        gaia.close()
+    for table, cols in (("tool_history", TABLES["tool_history"][:-2]),
+                        ("conversations", ["session_id", "role", "content", "context"])):
+        got = {p: sqlite3.connect(p).execute(f"SELECT {', '.join(cols)} FROM {table} "
+                                             "ORDER BY id").fetchall() for p in (ours, theirs)}
+        assert got[ours] == got[theirs], table
+    stored = [json.loads(a) for (a,) in sqlite3.connect(ours).execute(
+        "SELECT args FROM tool_history WHERE args IS NOT NULL ORDER BY id")]
+    assert stored[1]["path"] == "notes.md" and stored[1]["_truncated"] is True
+    assert all(len(json.dumps(a)) <= 500 for a in stored)  # every one parses and fits

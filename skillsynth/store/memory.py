@@ -437,13 +437,17 @@ class MemoryStore(ProcedureRows):
     # ------------------------------------------------------------------ conversations
     def add_turn(self, session_id: str, role: str, content: str, *,
                  context: str = "global", timestamp: str | None = None) -> int:
-        """Append one conversation turn (the FTS mirror is kept by GAIA's trigger)."""
+        """Append one conversation turn as GAIA 0.25.1 stores it: cut to 4000 characters,
+        an empty or blank one skipped (returns 0). The FTS mirror is GAIA's trigger's."""
         self._require_writable()
+        if not content or not content.strip():
+            return 0
         with self.transaction():
             cur = self._conn.execute(
                 "INSERT INTO conversations (session_id, role, content, context, timestamp) "
                 "VALUES (?, ?, ?, ?, ?)",
-                (session_id, role, content, context, timestamp or now_iso()))
+                (session_id, role, content[:schema.TURN_TEXT_LIMIT], context,
+                 timestamp or now_iso()))
         return int(cur.lastrowid or 0)
 
     def turns(self, session_id: str | None = None, *, role: str | None = None) -> list[Turn]:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from ..errors import SchemaError
 
 __all__ = ["CURRENT_VERSION", "FTS_TABLES", "GAIA_TABLES", "INDEXES", "OLDEST_VERSION",
-           "TABLES", "TOOL_TEXT_LIMIT", "TRIGGERS", "Column", "Index",
+           "TABLES", "TOOL_TEXT_LIMIT", "TRIGGERS", "TURN_TEXT_LIMIT", "Column", "Index",
            "Table", "added_columns", "create_statements"]
 
 #: The schema version this package creates, migrates to and writes: amd-gaia 0.25.1's.
@@ -212,3 +212,5 @@ GAIA_TABLES = ["schema_version", "conversations", "knowledge", "tool_history", "
 
 #: GAIA truncates these tool_history columns to this many characters when logging.
 TOOL_TEXT_LIMIT = 500
+#: GAIA (0.25.1) cuts a conversation turn to this many characters (and skips empty ones).
+TURN_TEXT_LIMIT = 4000
