@@ -244,3 +244,26 @@ def test_without_amd_gaia_the_strategy_names_the_install_command(monkeypatch, tm
     with pytest.raises(EvaluationError, match="amd-gaia is not installed"):
         EvalConfig(str(tmp_path / "c.db"), strategy="gaia-shipped")
     assert get_strategy("gaia-greedy").name == "gaia-greedy"  # the others need no GAIA
+
+
+def test_sweeps_take_gaia_shipped_beside_gaia_greedy(gaia, tmp_path):
+    import yaml
+
+    from skillsynth.evaluation.sweep import SweepSpec, expand_points
+
+    spec = {"name": "t", "corpus": {"db": "c.db"}, "backend": "local",
+            "grid": {"strategy": ["gaia-greedy", "gaia-shipped"], "similarity_tau": [0.8]}}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
+    points = expand_points(SweepSpec.load(tmp_path / "s.yaml"))
+    assert [p.strategy for p in points] == ["gaia-greedy", "gaia-shipped"]
+    assert points[0].synthesis_key != points[1].synthesis_key  # never share a synthesis
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec | {"rate": "session"}))
+    with pytest.raises(ConfigError, match="per-call success rate"):
+        SweepSpec.load(tmp_path / "s.yaml")
+
+
+def test_an_untested_amd_gaia_runs_with_a_warning_naming_both_versions(monkeypatch):
+    pytest.importorskip("packaging")
+    monkeypatch.setattr(gs, "installed_gaia_version", lambda: "0.27.0")
+    with pytest.warns(UserWarning, match=r"amd-gaia 0\.27\.0 is installed; .*>=0\.25\.1,<0\.26"):
+        assert gs.require_gaia() == "0.27.0"

@@ -27,6 +27,11 @@ included), ``sessions`` the DETECT window the driver reads (past the watermark, 
 ``qualified`` and ``clusters`` both the clusters GAIA's ``cluster_by_goal`` returned (it
 returns qualifying clusters only), ``left_for_later`` those no distillation reached
 (``max_distill_calls_per_pass``, ``max_clusters_per_pass``, or an aborted pass).
+METHODS.md (section 2) lists every difference from ``gaia-greedy`` a report shows.
+
+GAIA is imported on first use, never when skillsynth is: ``import gaia`` itself loads GAIA's
+agent stack (about 1,300 modules, 2 s here, offline), so even the pure ``skill_synthesis``
+module cannot be had alone; the mixin adds nothing to that.
 """
 
 from __future__ import annotations
