@@ -267,3 +267,57 @@ def test_an_untested_amd_gaia_runs_with_a_warning_naming_both_versions(monkeypat
     monkeypatch.setattr(gs, "installed_gaia_version", lambda: "0.27.0")
     with pytest.warns(UserWarning, match=r"amd-gaia 0\.27\.0 is installed; .*>=0\.25\.1,<0\.26"):
         assert gs.require_gaia() == "0.27.0"
+
+
+def test_a_failure_mid_pass_keeps_what_gaia_wrote_before_it(gaia, tmp_path):
+    from skillsynth.errors import LLMUnavailable
+
+    class FakeFlakyChat(FakeGaiaDistiller):
+        """FAKE chat client whose server goes down after its first answer."""
+
+        def chat(self, messages, **kw):
+            if self.calls:
+                raise LLMUnavailable("FAKE: down after one answer")
+            return super().chat(messages, **kw)
+
+    with MemoryStore.open(tiny_corpus(tmp_path, attempts=3)) as s:
+        r = get_strategy("gaia-shipped").synthesize(s, FakeFlakyChat(), FakeFamilyEmbedder(), TH)
+        assert r is not None
+        # GAIA wrote mail's procedure before the second call failed (skillsynth's pass
+        # would have written nothing); invoice stays unmarked for the next pass
+        assert (r.status, r.added, r.handed, r.left_for_later) == \
+            ("llm-unavailable", 1, MAIL, 1)
+        assert [p.name for p in s.procedures()] == ["answer-the-mail-1"]
+
+
+def test_distillations_go_through_skillsynths_client_and_call_cache(gaia, tmp_path):
+    from fakes import LEMONADE_RECORDED, FakeServer
+
+    from skillsynth.models.cache import CallCache
+    from skillsynth.models.llm import ChatClient, Endpoint
+
+    doc = ("---\nname: find-invoice\nwhen_to_use: The user asks to find an invoice\n"
+           "tools_required: [search_file, read_file]\n---\n\n# Find\n\n1. Call search_file\n"
+           "\n## Edge cases\n- none\n")
+    answer = {"choices": [{"message": {"role": "assistant", "content": doc},
+                           "finish_reason": "stop"}]}
+    routes = {("GET", "/api/v1/models"): (200, LEMONADE_RECORDED["models"]),
+              ("POST", "/api/v1/chat/completions"): (200, answer)}
+    shipped = get_strategy("gaia-shipped")
+    with FakeServer(routes) as srv, CallCache(tmp_path / "cache.db") as cache:
+        ep = Endpoint("lemonade", srv.base_url, "Gemma-4-E4B-it-GGUF")
+        reports = []
+        for run in ("cold", "warm"):  # two copies of the same history
+            with MemoryStore.open(tiny_corpus(tmp_path / run, attempts=3)) as s:
+                reports.append(shipped.synthesize(s, ChatClient(ep, cache=cache),
+                                                  FakeFamilyEmbedder(), TH))
+                active = s.procedures(active_only=True)
+        posts = [r for r in srv.requests if r[0] == "POST"]
+    cold, warm = reports
+    assert (cold.llm_calls, cold.cache_hits, warm.llm_calls, warm.cache_hits) == (2, 0, 0, 2)
+    assert len(posts) == 2 and posts[0][2]["temperature"] == 0.1
+    assert posts[0][2]["messages"][0]["content"] == gaia.DISTILL_SYSTEM_PROMPT
+    # one answer for both clusters: GAIA matches the second by meaning and supersedes the
+    # first with the lineage's sessions (mail's, then invoice's)
+    assert (warm.added, warm.updated, warm.noop) == (1, 1, 0)
+    assert len(active) == 1 and active[0].provenance["from_sessions"] == list(MAIL + INVOICE)

@@ -288,8 +288,9 @@ def _counts(store: MemoryStore, host: Any, chat: _ChatSeam, result: Mapping[str,
             block: Mapping[str, Any], outcomes: Mapping[str, bool]) -> dict[str, Any]:
     """The report's counts, read off what GAIA did (its result, marks and rows)."""
     after = {p.id: p.superseded_by for p in store.procedures()}
-    updated = sum(1 for pid, sup in after.items()
-                  if pid in before and before[pid] is None and sup in host.stored)
+    # an UPDATE is a stored row that superseded one (possibly one this pass added)
+    updated = len({sup for pid, sup in after.items()
+                   if sup in host.stored and before.get(pid) is None})
     qualified = int(result.get("clusters", 0))
     distilled = [h for h in host.handed if h.outcome == "distilled"]
     skipped: list[tuple[str, str]] = []
