@@ -43,7 +43,7 @@ import logging
 import threading
 import warnings
 from collections.abc import Collection, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -102,8 +102,6 @@ def gaia_settings_block(config: Thresholds) -> dict[str, Any]:
     out: GAIA reconciles at ``similarity_tau``; recall is skillsynth's and reads them there.
     """
     synthesis = importlib.import_module("gaia.agents.base.skill_synthesis")
-    from dataclasses import fields
-
     known = {f.name for f in fields(synthesis.SynthesisConfig)}
     return {k: v for k, v in config.to_settings_block().items() if k in known}
 
@@ -156,7 +154,6 @@ class _Handed:
     """One cluster the driver handed to the distiller, as its mark records it."""
 
     sessions: tuple[str, ...]
-    goal: str
     outcome: str
 
 
@@ -187,7 +184,7 @@ def _host_type() -> type:
         def _mark_cluster_consumed(self, store: Any, cluster: Any, outcome: str,
                                    detail: str | None = None) -> list[str]:
             ids = super()._mark_cluster_consumed(store, cluster, outcome, detail=detail)
-            self.handed.append(_Handed(tuple(ids), str(cluster.goal), outcome))
+            self.handed.append(_Handed(tuple(ids), outcome))
             return list(ids)
 
         def _proc_faiss_add(self, procedure_id: str, vec: np.ndarray) -> None:
