@@ -190,6 +190,50 @@ class FakeDistiller(FakeChatModel):
             "edge_cases": ["If a call fails, retry it once"], "skip": False}), cached)
 
 
+class FakeGaiaDistiller(FakeChatModel):
+    """FAKE chat client answering GAIA's own distillation prompt (amd-gaia's YAML shape).
+
+    Reads the recurring goal and the numbered tool sequence from GAIA's user message and
+    answers SKILL frontmatter (name, when_to_use, tools_required) and a body with an
+    ``## Edge cases`` section. A goal containing a word of ``skip`` gets ``SKIP``, one of
+    ``garble`` a document without frontmatter. Records every request.
+    """
+
+    def __init__(self, skip=(), garble=()) -> None:
+        self.calls = 0
+        self.skip, self.garble = tuple(skip), tuple(garble)
+        self.requests: list[tuple[list, dict]] = []
+
+    def chat(self, messages, **kw):
+        self.calls += 1
+        self.requests.append((list(messages), kw))
+        user = messages[-1]["content"]
+        goal = re.search(r"Recurring user goal:\n(.*)\n", user).group(1).strip()
+        seq = re.search(r"most complete run\):\n((?:\d+\. .*\n?)+)", user).group(1)
+        tools = [line.split(". ", 1)[1] for line in seq.strip().splitlines()]
+        if any(w in goal for w in self.skip):
+            return FakeAnswer("SKIP")
+        if any(w in goal for w in self.garble):
+            return FakeAnswer("Here is a procedure: do the thing.")
+        name = "-".join(re.findall(r"[a-z0-9]+", goal.lower())[:4]) or "procedure"
+        steps = "\n".join(f"{i}. Call {t}" for i, t in enumerate(tools, 1))
+        return FakeAnswer(f"---\nname: {name}\nwhen_to_use: The user asks to {goal}\n"
+                          f"tools_required: [{', '.join(tools)}]\n---\n\n# {goal}\n\n"
+                          f"{steps}\n\n## Edge cases\n- If a call fails, retry it once\n")
+
+
+class FakeBrokenChat(FakeChatModel):
+    """FAKE chat client whose server is down: every request raises LLMUnavailable."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def chat(self, messages, **kw):
+        from skillsynth.errors import LLMUnavailable
+
+        raise LLMUnavailable("FAKE: the chat server is down")
+
+
 class FakeToolAgent(FakeChatModel):
     """FAKE function-calling chat client: follows an injected procedure, else explores.
 

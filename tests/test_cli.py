@@ -42,16 +42,16 @@ def test_console_script_help_runs():
         assert cmd in out
 
 
-def test_db_init_then_info_reports_version_3(tmp_path, capsys):
+def test_db_init_then_info_reports_version_7(tmp_path, capsys):
     db = tmp_path / "memory.db"
     assert main(["db", "init", str(db)]) == 0
     capsys.readouterr()
     assert main(["db", "info", str(db), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
-    assert info["schema_version"] == 3
+    assert info["schema_version"] == 7
     assert info["rows"]["procedures"] == 0 and info["rows"]["schema_version"] == 1
     assert main(["db", "info", str(db)]) == 0
-    assert "schema version:  3" in capsys.readouterr().out
+    assert "schema version:  7" in capsys.readouterr().out
     assert main(["db", "init", str(db)]) == 1
 
 
@@ -59,11 +59,11 @@ def test_db_migrate_dry_run_then_real(tmp_path, capsys):
     db = tmp_path / "memory.db"
     build_legacy_db(db, 2)
     assert main(["db", "migrate", str(db), "--dry-run"]) == 0
-    assert "would migrate v2 -> v3" in capsys.readouterr().out
+    assert "would migrate v2 -> v7" in capsys.readouterr().out
     main(["db", "info", str(db), "--json"])
     assert json.loads(capsys.readouterr().out)["schema_version"] == 2
     assert main(["db", "migrate", str(db)]) == 0
-    assert "migrated v2 -> v3" in capsys.readouterr().out
+    assert "migrated v2 -> v7" in capsys.readouterr().out
     assert main(["db", "migrate", str(db)]) == 0
     assert "nothing to do" in capsys.readouterr().out
 

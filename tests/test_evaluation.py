@@ -43,7 +43,7 @@ from skillsynth.evaluation.strategies.keyword import KeywordIndex
 from skillsynth.evaluation.worlds import CallOutcome, ReplayWorld, judge_success
 from skillsynth.models.cache import file_sha256
 from skillsynth.pipeline.skill import Skill
-from skillsynth.store import Procedure, ToolCall
+from skillsynth.store import Procedure, ToolCall, installed_gaia_version
 
 
 def _lab(sid, task, attempt):
@@ -184,6 +184,7 @@ def test_point_kpis_on_a_hand_built_corpus_are_exact(tmp_path):
     assert rec.config["thresholds"]["similarity_tau"] == 0.8 and rec.prompts["distill"]
     assert rec.models["embed"]["model"] == "fake-family:10" and rec.models["user"] is None
     assert rec.packages["numpy"] == np.__version__
+    assert rec.packages["amd-gaia"] == installed_gaia_version()  # the GAIA checked against
     # every exported skill was re-read by both profiles' parsers
     assert len(list((tmp_path / "pt" / "skills").glob("*/*/*/SKILL.md"))) == 4
     with pytest.raises(SkillsynthError, match="this point is done"):

@@ -209,8 +209,8 @@ def test_tools_families_report_unseen_task_probes_apart():
 
 def test_strict_tools_probes_are_flagged_when_their_task_was_seen(tmp_path):
     db = build_corpus("taubench", tmp_path)
-    res = run_point(EvalConfig(str(db), thresholds=TH, family="tools", n_boot=100),
-                    FakeDistiller(), FakeFamilyEmbedder(), tmp_path / "pt")
+    run_point(EvalConfig(str(db), thresholds=TH, family="tools", n_boot=100),
+              FakeDistiller(), FakeFamilyEmbedder(), tmp_path / "pt")
     mem = [r for r in _rows(tmp_path / "pt") if r["arm"] == "memory"]
     with LabelStore(labels_path_for(db)) as ls:
         labels = {x.session_id: x for x in ls.all()}

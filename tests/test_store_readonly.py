@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 
 import pytest
-from gaia_legacy import build_legacy_db
+from gaia_legacy import LEGACY_VERSIONS, build_legacy_db
 
+from skillsynth.cli import main
 from skillsynth.errors import ReadOnlyStoreError, SchemaError
 from skillsynth.store import MemoryStore, Procedure
 
@@ -32,7 +34,7 @@ def _read_everything(s: MemoryStore) -> None:
         s.procedures()
 
 
-def test_read_only_open_of_v3_changes_no_byte(store, db_path):
+def test_read_only_open_of_v7_changes_no_byte(store, db_path):
     store.log_tool_call("s1", "read_file", {"path": "a.txt"}, "ok", True)
     store.add_turn("s1", "user", "open the invoice")
     store.put_procedure(Procedure(name="p", when_to_use="w", markdown_body="b"))
@@ -50,15 +52,23 @@ def test_read_only_open_of_v3_changes_no_byte(store, db_path):
     assert _siblings(db_path) == files
 
 
-def test_read_only_open_of_v2_neither_migrates_nor_writes(tmp_path):
+@pytest.mark.parametrize("version", LEGACY_VERSIONS)
+def test_read_only_open_of_every_older_version_neither_migrates_nor_writes(tmp_path, version,
+                                                                           capsys):
     path = tmp_path / "memory.db"
-    build_legacy_db(path, 2)
+    build_legacy_db(path, version)
     before, files = _digest(path), _siblings(path)
     with MemoryStore.open(path, read_only=True) as s:
-        assert s.schema_version() == 2
+        assert s.schema_version() == version
         _read_everything(s)
-        with pytest.raises(SchemaError, match="procedures"):
-            s.procedures()
+        if version < 3:
+            with pytest.raises(SchemaError, match="procedures"):
+                s.procedures()
+        rows = s.info().rows
+    assert rows["synthesis_marks"] == (1 if version >= 5 else None)
+    assert rows["forgotten"] == (1 if version >= 6 else None)
+    assert main(["db", "info", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["schema_version"] == version
     assert _digest(path) == before and _siblings(path) == files
 
 

@@ -1,4 +1,5 @@
-"""A fresh memory.db has exactly GAIA's schema (facts from GAIA's memory_store.py / #887)."""
+"""A fresh memory.db has exactly GAIA's v7 schema (facts read off amd-gaia 0.25.1's
+``memory_store.py``; ``test_gaia_oracle.py`` also checks it against GAIA itself)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ EXPECTED_COLUMNS: dict[str, list[tuple[str, str, str | None]]] = {
         ("context", "TEXT", "'global'"), ("sensitive", "INTEGER", "0"), ("entity", "TEXT", None),
         ("created_at", "TEXT", None), ("updated_at", "TEXT", None), ("last_used", "TEXT", None),
         ("due_at", "TEXT", None), ("reminded_at", "TEXT", None), ("embedding", "BLOB", None),
-        ("superseded_by", "TEXT", None)],
+        ("superseded_by", "TEXT", None), ("decayed_at", "TEXT", None)],
     "tool_history": [
         ("id", "INTEGER", None), ("session_id", "TEXT", None), ("tool_name", "TEXT", None),
         ("args", "TEXT", None), ("result_summary", "TEXT", None), ("success", "INTEGER", None),
@@ -34,20 +35,38 @@ EXPECTED_COLUMNS: dict[str, list[tuple[str, str, str | None]]] = {
         ("version", "TEXT", "'1.0.0'"), ("enabled", "INTEGER", "1"), ("embedding", "BLOB", None),
         ("superseded_by", "TEXT", None), ("created_at", "TEXT", None),
         ("last_used_at", "TEXT", None)],
+    "skill_deltas": [
+        ("id", "TEXT", None), ("base_name", "TEXT", None), ("base_root", "TEXT", None),
+        ("base_version", "TEXT", None), ("scope", "TEXT", None), ("kind", "TEXT", None),
+        ("learn_tier", "INTEGER", "3"), ("anchor_section", "TEXT", None),
+        ("anchor_digest", "TEXT", None), ("payload", "TEXT", None),
+        ("provenance", "TEXT", None), ("status", "TEXT", "'staged'"),
+        ("success_count", "INTEGER", "0"), ("attempt_count", "INTEGER", "0"),
+        ("embedding", "BLOB", None), ("superseded_by", "TEXT", None),
+        ("created_at", "TEXT", None), ("approved_at", "TEXT", None),
+        ("last_used_at", "TEXT", None)],
+    "synthesis_marks": [
+        ("session_id", "TEXT", None), ("outcome", "TEXT", None), ("goal", "TEXT", None),
+        ("detail", "TEXT", None), ("marked_at", "TEXT", None)],
+    "forgotten": [
+        ("id", "INTEGER", None), ("content", "TEXT", None), ("category", "TEXT", None),
+        ("sensitive", "INTEGER", "0"), ("forgotten_at", "TEXT", None)],
 }
 PRIMARY_KEYS = {"conversations": "id", "knowledge": "id", "tool_history": "id", "meta": "key",
-                "procedures": "id"}
+                "procedures": "id", "skill_deltas": "id", "synthesis_marks": "session_id",
+                "forgotten": "id"}
 EXPECTED_INDEXES = {
     "idx_conv_session", "idx_conv_ts", "idx_conv_context", "idx_conv_not_consolidated",
     "idx_knowledge_due", "idx_knowledge_context", "idx_knowledge_entity",
     "idx_knowledge_sensitive", "idx_knowledge_no_embedding", "idx_knowledge_superseded",
     "idx_tool_name", "idx_tool_session", "idx_tool_success", "idx_tool_ts",
     "idx_proc_name", "idx_proc_enabled", "idx_proc_superseded",
+    "idx_delta_base", "idx_delta_active", "idx_delta_superseded", "idx_synthesis_marks_outcome",
 }
 PARTIAL_INDEXES = {"idx_proc_enabled", "idx_proc_superseded", "idx_knowledge_due",
                    "idx_knowledge_entity", "idx_knowledge_sensitive",
                    "idx_knowledge_no_embedding", "idx_knowledge_superseded",
-                   "idx_conv_not_consolidated"}
+                   "idx_conv_not_consolidated", "idx_delta_active", "idx_delta_superseded"}
 
 
 def _conn(path):
@@ -85,12 +104,12 @@ def test_fresh_db_has_gaias_indexes_fts_and_triggers(store, db_path):
     assert triggers == {"conv_fts_ai", "conv_fts_ad"}
 
 
-def test_fresh_db_is_wal_version_3_with_one_version_row(store, db_path):
+def test_fresh_db_is_wal_version_7_with_one_version_row(store, db_path):
     conn = _conn(db_path)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     rows = conn.execute("SELECT version, migrated_at FROM schema_version").fetchall()
-    assert len(rows) == 1 and rows[0][0] == 3
-    assert store.schema_version() == 3
+    assert len(rows) == 1 and rows[0][0] == 7
+    assert store.schema_version() == 7
     assert store._conn.execute("PRAGMA busy_timeout").fetchone()[0] == 5000
 
 

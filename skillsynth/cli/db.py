@@ -59,9 +59,9 @@ def _db_info(args: argparse.Namespace) -> int:
 def register(sub: Any) -> None:
     """Add this group's commands to the ``skillsynth`` parser."""
     dbs = group(sub, "db", "create, migrate and inspect GAIA memory.db files")
-    p = command(dbs, "init", "create a new memory.db with GAIA's current (v3) schema", _db_init)
+    p = command(dbs, "init", "create a new memory.db with GAIA's current (v7) schema", _db_init)
     p.add_argument("path", help="the database file to create (must not exist)")
-    p = command(dbs, "migrate", "migrate a memory.db to v3 additively (no row changes)",
+    p = command(dbs, "migrate", "migrate a memory.db to v7 additively (no row changes)",
                 _db_migrate)
     p.add_argument("path", help="the database file to migrate (back it up first)")
     p.add_argument("--dry-run", action="store_true",

@@ -171,7 +171,8 @@ def register(sub: Any) -> None:
                    "live, the world the agent generates its history in")
     p.add_argument("out", help="the point's folder (written)")
     p.add_argument("--strategy", default="skillsynth",
-                   choices=("skillsynth", "gaia-greedy", "cortexprism", "pheron", "none"),
+                   choices=("skillsynth", "gaia-greedy", "gaia-shipped", "cortexprism", "pheron",
+                            "none"),
                    help="the procedural-memory design under test")
     p.add_argument("--k", type=int, default=3, help="history attempts per family (probe: k+1)")
     p.add_argument("--family", choices=("task", "tools"), default="task",

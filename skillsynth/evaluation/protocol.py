@@ -39,7 +39,7 @@ from ..models.cache import file_sha256
 from ..models.embed import Embeds, check_store_embedder
 from ..models.llm import ChatClient, Endpoint
 from ..pipeline.cluster import RateDefinition
-from ..pipeline.distill import PROMPT_VERSION, DistillMode
+from ..pipeline.distill import DistillMode
 from ..pipeline.export import export_skill
 from ..pipeline.recall import RecallKey
 from ..pipeline.skill import PROFILES
@@ -139,9 +139,11 @@ class EvalConfig:
     cadence_unit: CadenceUnit = "sessions"
 
     def __post_init__(self) -> None:
-        get_strategy(self.strategy).check_recall_key(self.recall_key)  # before any work
+        strategy = get_strategy(self.strategy)  # before any work
+        strategy.check_recall_key(self.recall_key)
         _one_of("protocol", self.protocol, PROTOCOLS)
         _one_of("rate", self.rate, ("calls", "session"))
+        strategy.check_rate(self.rate)
         _one_of("cadence_unit", self.cadence_unit, CADENCE_UNITS)
         if self.cadence < 1:
             raise ConfigError(f"cadence must be >= 1 {self.cadence_unit}, got {self.cadence}",
@@ -210,19 +212,26 @@ def check_floors(store: MemoryStore, strategy: Strategy, llm: ChatModel, embedde
     The store ends as it began (a disabled procedure is re-enabled). None: the floor could
     not be provoked here (no synthesis in this design, nothing to distil, nothing recalled).
     """
-    with _quiet("skillsynth.pipeline.synthesize"):  # the off-states below are provoked on purpose
+    with _quiet(*_PASS_LOGGERS):  # the off-states below are provoked on purpose
         return _provoke(store, strategy, llm, embedder, config, mode, probe_goal, recaller)
 
 
+#: The loggers of every synthesis pass a strategy runs (gaia-shipped's: GAIA's own driver).
+_PASS_LOGGERS = ("skillsynth.pipeline.synthesize", "skillsynth.evaluation.strategies.gaia_shipped",
+                 "gaia.agents.base.procedural_memory")
+
+
 @contextlib.contextmanager
-def _quiet(name: str) -> Iterator[None]:
-    logger = logging.getLogger(name)
-    level = logger.level
-    logger.setLevel(logging.CRITICAL + 1)
+def _quiet(*names: str) -> Iterator[None]:
+    loggers = [logging.getLogger(n) for n in names]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL + 1)
     try:
         yield
     finally:
-        logger.setLevel(level)
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
 
 
 def _provoke(store: MemoryStore, strategy: Strategy, llm: ChatModel, embedder: Embeds,
@@ -368,7 +377,7 @@ def run_point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out_dir: str | 
         "config": cfg.as_dict(),
         "corpus": {"path": str(cfg.corpus), "sha256": corpus_sha,
                    "file_sha256": file_sha256(cfg.corpus), "labels_sha256": labels_sha},
-        "versions": {"skillsynth": __version__, "distill_prompt": PROMPT_VERSION,
+        "versions": {"skillsynth": __version__, "distill_prompt": strategy.distill_prompt(),
                      "replay_rule": RULE,
                      "chat_model": getattr(getattr(llm, "endpoint", None), "model", None),
                      "embedder": getattr(embedder, "embedder_id", None)},
@@ -389,7 +398,7 @@ def run_point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out_dir: str | 
         models={"chat": model_of(llm), "embed": model_of(embedder), "user": model_of(user)},
         inputs={"corpus": {"path": str(cfg.corpus), "sha256": corpus_sha},
                 "labels": {"path": str(labels_file), "sha256": labels_sha}},
-        prompts={"distill": PROMPT_VERSION, "agent": AGENT_PROMPT_VERSION,
+        prompts={"distill": strategy.distill_prompt(), "agent": AGENT_PROMPT_VERSION,
                  "user_sim": USER_PROMPT_VERSION, "replay_rule": RULE}).as_dict()
     tmp = out / (SUMMARY + ".tmp")
     tmp.write_text(json.dumps(summary, indent=2, ensure_ascii=False, default=str),

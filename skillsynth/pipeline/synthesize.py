@@ -53,6 +53,8 @@ class PassReport:
     ``handed``: the sessions of every cluster whose distillation answer came back (a skill,
     SKIP, malformed or ungrounded): GAIA 0.25.1 marks them and no later pass reads them.
     ``failed_shares``: per qualified cluster, the share of members labelled as failed.
+    ``left_for_later``: qualified clusters this pass did not hand to the distiller (over a
+    per-pass cap); a later pass may reach them.
     """
 
     status: Literal["ran", "memory-disabled", "synthesis-disabled", "llm-unavailable",
@@ -76,6 +78,7 @@ class PassReport:
     would_distill: tuple[tuple[str, ...], ...] = ()
     handed: tuple[str, ...] = ()
     failed_shares: tuple[float, ...] = ()
+    left_for_later: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready (``skillsynth synthesize --json``)."""
@@ -131,7 +134,8 @@ def synthesize_skills(
     base: dict[str, Any] = {
         "sessions": detected.sessions_read, "sessions_without_goal": len(detected.without_goal),
         "clusters": len(clusters), "qualified": len(qualified),
-        "failed_shares": tuple(round(c.failed_share, 4) for c in qualified)}
+        "failed_shares": tuple(round(c.failed_share, 4) for c in qualified),
+        "left_for_later": len(qualified) - len(todo)}
     over = [("cluster", (f"{len(qualified) - len(todo)} qualified cluster(s) over "
              f"max_clusters_per_pass {config.max_clusters_per_pass}"))] \
         if len(qualified) > len(todo) else []

@@ -1,11 +1,15 @@
 """MemoryStore: read and write GAIA's ``memory.db`` exactly as GAIA lays it out.
 
-GAIA's database is not ours (house rule 13): this module creates GAIA's tables, runs
-GAIA's additive migrations (v1 -> v2 -> v3) and adds nothing else. A user's real database
+GAIA's database is not ours (house rule 13): this module creates the schema the released
+GAIA (amd-gaia 0.25.1) creates, version 7, runs GAIA's additive migrations (v1 .. v6 -> v7)
+and adds nothing else. :func:`compare_schema` names every schema difference between two
+files (the tests hold skillsynth's files against ones GAIA made). A user's real database
 can be opened ``read_only=True``; that open changes no byte of the file and creates no
 ``-wal``/``-shm`` file.
 """
 
+from .compare import compare_schema
+from .gaia_release import installed_gaia_version
 from .memory import CURRENT_VERSION, MemoryStore
 from .rows import (
     MigrationReport,
@@ -27,8 +31,10 @@ __all__ = [
     "StoreInfo",
     "ToolCall",
     "Turn",
+    "compare_schema",
     "decode_embedding",
     "encode_embedding",
+    "installed_gaia_version",
     "now_iso",
     "serialize_args",
 ]

@@ -1,9 +1,10 @@
 """MemoryStore: read and write GAIA's ``memory.db`` exactly as GAIA lays it out.
 
-GAIA's database is not ours (house rule 13): this package creates GAIA's tables, runs
-GAIA's additive migrations (v1 -> v2 -> v3) and adds nothing else. A user's real database
-can be opened ``read_only=True``; that open changes no byte of the file and creates no
-``-wal``/``-shm`` file.
+GAIA's database is not ours (house rule 13): this package creates the schema the released
+GAIA creates (v7, amd-gaia 0.25.1), runs GAIA's additive migrations (v1 .. v6 -> v7) and
+adds nothing else. It reads every version from 1 to 7 and refuses to write a newer one. A
+user's real database can be opened ``read_only=True``; that open changes no byte of the file
+and creates no ``-wal``/``-shm`` file.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from .rows import (
     ToolCall,
     Turn,
     _in_chunks,
-    _split_sql,
     _truncate,
     now_iso,
     serialize_args,
@@ -52,7 +52,7 @@ class MemoryStore(ProcedureRows):
     # ------------------------------------------------------------------ open / create
     @classmethod
     def init(cls, path: str | Path) -> MemoryStore:
-        """Create a new database at ``path`` with GAIA's current (v3) schema.
+        """Create a new database at ``path`` with GAIA's current (v7) schema.
 
         Raises:
             StoreError: if ``path`` already exists (open or migrate it instead).
@@ -75,12 +75,14 @@ class MemoryStore(ProcedureRows):
             path: the ``memory.db`` file.
             read_only: open without changing the file in any way (no WAL switch, no
                 migration, no ``-wal``/``-shm`` created). Writes raise ReadOnlyStoreError.
-            migrate: migrate an older schema to v3 on open (additive, as GAIA does).
+            migrate: migrate an older schema to v7 on open, and create any GAIA index or
+                table the file lacks (additive, as GAIA does on every open).
             create: create the database when the file does not exist.
 
         Raises:
             StoreError: the file is missing or not SQLite.
-            SchemaError: the schema is older than v3 and ``migrate`` is false (read-write).
+            SchemaError: (read-write only) the schema is older than v7 and ``migrate`` is
+                false, or newer than v7.
         """
         p = Path(path)
         if not p.exists():
@@ -94,24 +96,24 @@ class MemoryStore(ProcedureRows):
         store = cls(cls._connect_rw(p), p, read_only=False)
         store._check_is_gaia()
         version = store.schema_version()
-        if version < CURRENT_VERSION:
-            if not migrate:
-                store.close()
-                raise SchemaError(
-                    f"schema version {version} is older than {CURRENT_VERSION}; run "
-                    f"`skillsynth db migrate {p}` (additive; back the file up first) "
-                    "or open it read_only=True", path=str(p))
-            store._migrate()
-        elif version > CURRENT_VERSION:
+        if version > CURRENT_VERSION:
             store.close()
             raise SchemaError(
                 f"schema version {version} is newer than this skillsynth understands "
                 f"({CURRENT_VERSION}); open it read_only=True or upgrade skillsynth", path=str(p))
+        if version < CURRENT_VERSION and not migrate:
+            store.close()
+            raise SchemaError(
+                f"schema version {version} is older than {CURRENT_VERSION}; run "
+                f"`skillsynth db migrate {p}` (additive; back the file up first) "
+                "or open it read_only=True", path=str(p))
+        if migrate and store._plan():
+            store._migrate()
         return store
 
     @classmethod
     def migrate_file(cls, path: str | Path, *, dry_run: bool = False) -> MigrationReport:
-        """Migrate the database at ``path`` to v3 in place (``skillsynth db migrate``).
+        """Migrate the database at ``path`` to v7 in place (``skillsynth db migrate``).
 
         With ``dry_run`` the file is opened read-only and only the plan is returned.
 
@@ -127,9 +129,6 @@ class MemoryStore(ProcedureRows):
             raise StoreError("no such database file", path=str(p))
         with cls(cls._connect_rw(p), p, read_only=False) as store:
             store._check_is_gaia()
-            if store.schema_version() > CURRENT_VERSION:
-                raise SchemaError(f"schema version {store.schema_version()} is newer than "
-                                  f"{CURRENT_VERSION}; nothing to migrate", path=str(p))
             return store.migrate()
 
     @staticmethod
@@ -228,43 +227,74 @@ class MemoryStore(ProcedureRows):
             "SELECT version FROM schema_version ORDER BY version DESC LIMIT 1").fetchone()
         return int(row[0]) if row else 1
 
+    def _objects(self, kind: str) -> set[str]:
+        rows = self._conn.execute("SELECT name FROM sqlite_master WHERE type = ?", (kind,))
+        return {r[0] for r in rows}
+
     def _create_fresh(self) -> None:
         with self.transaction():
-            for stmt in _split_sql(schema.BASE_SQL):
-                self._conn.execute(stmt)
-            for sql in schema.TRIGGERS.values():
+            for sql in schema.create_statements():
                 self._conn.execute(sql)
-            for sql in schema.V2_INDEX_SQL:
-                self._conn.execute(sql)
-            for stmt in _split_sql(schema.V3_SQL):
-                self._conn.execute(stmt)
             self._conn.execute("INSERT INTO schema_version (version, migrated_at) VALUES (?, ?)",
                                (CURRENT_VERSION, now_iso()))
 
-    def migration_plan(self) -> list[str]:
-        """The steps :meth:`migrate` would take from the current version (empty if none)."""
+    def _plan(self) -> list[tuple[str, str]]:
+        """(step, DDL) pairs that bring the file to GAIA's current schema, in order.
+
+        Columns are appended to the tables that exist (GAIA's ALTER TABLE steps); every
+        missing table, FTS table, trigger and index is created, as GAIA's ``CREATE ... IF
+        NOT EXISTS`` script does on each open. Nothing else is touched.
+        """
         version = self.schema_version()
-        steps: list[str] = []
-        if version < 2:
-            for table, column, _ in schema.V2_COLUMNS:
-                if column not in self._columns(table):
-                    steps.append(f"v1->v2: add column {table}.{column}")
-            steps.append("v1->v2: create partial indexes on the new columns")
-        if version < 3:
-            steps.append("v2->v3: create table procedures and its indexes")
-        if version < CURRENT_VERSION or "meta" not in self._table_names():
-            if "meta" not in self._table_names():
-                steps.append("create table meta (GAIA's key/value table)")
+        tables = self._table_names()
+        indexes, triggers = self._objects("index"), self._objects("trigger")
+
+        def tag(since: int) -> str:
+            return f"v{since - 1}->v{since}" if since > version else "missing"
+
+        # (order, step, DDL): GAIA's version steps in turn, objects an older GAIA should
+        # already have made first; within a step, columns and tables before their indexes.
+        steps: list[tuple[int, str, str]] = []
+        for t in schema.TABLES.values():
+            if t.name not in tables:
+                steps.append((t.since, f"{tag(t.since)}: create table {t.name}", t.ddl()))
+                continue
+            have = set(self._columns(t.name))
+            steps += [(c.since, f"{tag(c.since)}: add column {t.name}.{c.name}",
+                       f"ALTER TABLE {t.name} ADD COLUMN {c.name} {c.decl}")
+                      for c in t.columns if c.name not in have]
+        steps += [(1, f"missing: create FTS table {name}", sql)
+                  for name, sql in schema.FTS_TABLES.items() if name not in tables]
+        steps += [(1, f"missing: create trigger {name}", sql)
+                  for name, sql in schema.TRIGGERS.items() if name not in triggers]
+        steps += [(i.since, f"{tag(i.since)}: create index {i.name} on {i.table}"
+                   + ("" if i.since > version else " (GAIA creates it on every open)"), i.ddl())
+                  for i in schema.INDEXES.values() if i.name not in indexes]
+        steps.sort(key=lambda s: s[0] if s[0] > version else 0)
+        return [(step, sql) for _, step, sql in steps]
+
+    def migration_plan(self) -> list[str]:
+        """The steps :meth:`migrate` would take (empty if the schema is already GAIA's, or
+        newer than this package knows: :meth:`migrate` refuses that)."""
+        if self.schema_version() > CURRENT_VERSION:
+            return []
+        steps = [step for step, _ in self._plan()]
+        if self.schema_version() < CURRENT_VERSION:
             steps.append(f"set schema_version to {CURRENT_VERSION}")
         return steps
 
     def migrate(self, *, dry_run: bool = False) -> MigrationReport:
-        """Migrate to the current schema additively; no existing row changes.
+        """Migrate to GAIA's current schema additively; no existing row changes.
 
-        Migrating a current database is a no-op. With ``dry_run`` nothing is written.
+        Migrating a database that already has the whole current schema is a no-op. With
+        ``dry_run`` nothing is written.
         """
         before = self.schema_version()
-        steps = tuple(self.migration_plan()) if before < CURRENT_VERSION else ()
+        if before > CURRENT_VERSION:
+            raise SchemaError(f"schema version {before} is newer than {CURRENT_VERSION}, the "
+                              "newest this skillsynth knows; nothing to migrate",
+                              path=str(self.path))
+        steps = tuple(self.migration_plan())
         if dry_run or not steps:
             target = CURRENT_VERSION if steps else before
             return MigrationReport(str(self.path), before, target, steps, dry_run=dry_run)
@@ -274,26 +304,16 @@ class MemoryStore(ProcedureRows):
 
     def _migrate(self) -> None:
         version = self.schema_version()
-        if version >= CURRENT_VERSION:
-            return
+        if version > CURRENT_VERSION:
+            raise SchemaError(f"schema version {version} is newer than {CURRENT_VERSION}; "
+                              "nothing to migrate", path=str(self.path))
         with self.transaction():
-            # CREATE ... IF NOT EXISTS for every GAIA object is how GAIA itself opens a
-            # database; it adds what is missing and leaves existing tables alone.
-            if "schema_version" not in self._table_names():
-                self._conn.execute(_split_sql(schema.BASE_SQL)[0])
-            if "meta" not in self._table_names():
-                self._conn.execute(
-                    "CREATE TABLE IF NOT EXISTS meta (\n    key   TEXT PRIMARY KEY,\n    value TEXT\n)")
-            if version < 2:
-                for table, column, decl in schema.V2_COLUMNS:
-                    if table in self._table_names() and column not in self._columns(table):
-                        self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
-                for sql in schema.V2_INDEX_SQL:
-                    table = sql.split(" ON ")[1].split("(")[0]
-                    if table in self._table_names():
-                        self._conn.execute(sql)
-            for stmt in _split_sql(schema.V3_SQL):
-                self._conn.execute(stmt)
+            for _, sql in self._plan():
+                self._conn.execute(sql)
+            if version == CURRENT_VERSION:
+                return
+            # GAIA's own steps rewrite the one version row (UPDATE without WHERE); a v1
+            # file without a row gets one.
             has_row = self._conn.execute("SELECT COUNT(*) FROM schema_version").fetchone()[0]
             if has_row:
                 self._conn.execute("UPDATE schema_version SET version = ?, migrated_at = ?",
@@ -417,13 +437,17 @@ class MemoryStore(ProcedureRows):
     # ------------------------------------------------------------------ conversations
     def add_turn(self, session_id: str, role: str, content: str, *,
                  context: str = "global", timestamp: str | None = None) -> int:
-        """Append one conversation turn (the FTS mirror is kept by GAIA's trigger)."""
+        """Append one conversation turn as GAIA 0.25.1 stores it: cut to 4000 characters,
+        an empty or blank one skipped (returns 0). The FTS mirror is GAIA's trigger's."""
         self._require_writable()
+        if not content or not content.strip():
+            return 0
         with self.transaction():
             cur = self._conn.execute(
                 "INSERT INTO conversations (session_id, role, content, context, timestamp) "
                 "VALUES (?, ?, ?, ?, ?)",
-                (session_id, role, content, context, timestamp or now_iso()))
+                (session_id, role, content[:schema.TURN_TEXT_LIMIT], context,
+                 timestamp or now_iso()))
         return int(cur.lastrowid or 0)
 
     def turns(self, session_id: str | None = None, *, role: str | None = None) -> list[Turn]:

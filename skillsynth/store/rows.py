@@ -4,7 +4,7 @@ the way GAIA does (timestamps, serialized arguments, embeddings, truncation)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -23,11 +23,49 @@ def now_iso() -> str:
 
 
 def serialize_args(args: Any) -> str | None:
-    """GAIA's ``args`` text: a string as it is, anything else ``json.dumps(default=str)``,
-    an empty value NULL (before the 500-character truncation)."""
-    if args is None or isinstance(args, str):
-        return args or None
-    return json.dumps(args, default=str) if args else None
+    """GAIA's ``args`` text: JSON of at most 500 characters that always parses.
+
+    As amd-gaia 0.25.1 logs a call: an empty value is NULL; a mapping is
+    ``json.dumps(default=str)`` and, when that is too long, its long values are shortened
+    (to 200, then 60, then 0 characters, ``...`` appended, ``"_truncated": true`` added),
+    and as a last resort only the keys that fit are kept. A string is taken as already
+    serialised: kept when it fits, bounded the same way when it is a long JSON object, cut
+    at 500 otherwise (it was not JSON to begin with).
+    """
+    if not args:
+        return None
+    if isinstance(args, str):
+        if len(args) <= schema.TOOL_TEXT_LIMIT:
+            return args
+        try:
+            parsed = json.loads(args)
+        except json.JSONDecodeError:
+            return args[:schema.TOOL_TEXT_LIMIT]
+        return _bounded(parsed) if isinstance(parsed, dict) else args[:schema.TOOL_TEXT_LIMIT]
+    text = json.dumps(args, default=str)
+    if len(text) <= schema.TOOL_TEXT_LIMIT or not isinstance(args, Mapping):
+        return text[:schema.TOOL_TEXT_LIMIT]
+    return _bounded(args)
+
+
+def _bounded(args: Mapping[Any, Any]) -> str:
+    """A long mapping's JSON shortened value by value until it fits (GAIA 0.25.1's rule)."""
+    limit_chars = schema.TOOL_TEXT_LIMIT
+    for keep in (200, 60, 0):
+        short: dict[Any, Any] = {}
+        for key, value in args.items():
+            as_text = value if isinstance(value, str) else json.dumps(value, default=str)
+            short[key] = as_text[:keep] + "..." if len(as_text) > keep else value
+        short["_truncated"] = True
+        text = json.dumps(short, default=str)
+        if len(text) <= limit_chars:
+            return text
+    names: list[str] = []
+    for name in sorted(str(k) for k in args):
+        if len(json.dumps({"_truncated": True, "keys": [*names, name]})) > limit_chars:
+            break
+        names.append(name)
+    return json.dumps({"_truncated": True, "keys": names})
 
 
 def encode_embedding(vector: Any) -> bytes:
@@ -133,15 +171,13 @@ def _truncate(text: str | None, limit: int = schema.TOOL_TEXT_LIMIT) -> str | No
     return text if len(text) <= limit else text[:limit]
 
 
-
-
 @dataclass(frozen=True)
 class StoreInfo:
     """What ``skillsynth db info`` shows about one ``memory.db``.
 
     Attributes:
         path: the file.
-        schema_version: GAIA's schema version (1, 2 or 3).
+        schema_version: GAIA's schema version (1 to 7; a newer one is read as it is).
         journal_mode: ``wal`` or ``delete`` (read from the file header when read-only).
         read_only: the store was opened read-only.
         embedder_id: the embedder whose vectors the store holds (None before any).
@@ -171,8 +207,3 @@ def _in_chunks(values: Iterable[Any], size: int = 500) -> Iterator[tuple[str, li
     for i in range(0, len(vals), size):
         chunk = vals[i:i + size]
         yield ", ".join("?" * len(chunk)), chunk
-
-
-def _split_sql(script: str) -> list[str]:
-    """Split a DDL script on ``;`` at line ends (none of our statements contain one inside)."""
-    return [s.strip() for s in script.split(";\n") if s.strip()]

@@ -1,99 +1,174 @@
 """GAIA's memory.db schema, as data (kept apart from the store logic so tests can read it).
 
-Facts from GAIA's ``memory_store.py`` (v2) and the #887 ``procedures`` table (v3). The
-names of the three ``procedures`` indexes are not given in the spec; we use
-``idx_proc_name``, ``idx_proc_enabled`` (partial) and ``idx_proc_superseded`` (partial).
+The facts are those of the released GAIA, amd-gaia 0.25.1 (``gaia.agents.base.memory_store``),
+whose ``MemoryStore`` creates schema **version 7**:
+
+- v1: ``schema_version``, ``conversations`` (+ external-content ``conversations_fts`` kept by
+  two triggers), ``knowledge`` (+ standalone ``knowledge_fts``), ``tool_history``, ``meta``.
+- v2: ``knowledge.embedding``, ``knowledge.superseded_by``, ``conversations.consolidated_at``
+  (ALTER TABLE) and three partial indexes over them.
+- v3: ``procedures`` (#887), v4: ``skill_deltas`` (adaptive skills), v5: ``synthesis_marks``
+  (sessions a synthesis pass already handed to the distiller), v6: ``forgotten``.
+- v7: ``knowledge.decayed_at`` (ALTER TABLE).
+
+GAIA runs its whole ``CREATE ... IF NOT EXISTS`` script on every open, so every table and
+index of the current version exists in any file GAIA has opened, whatever version it came
+from; migrations only add columns and advance the version row. Each object below records
+the version that introduced it, so the schema of any older version can be rebuilt from the
+same data (tests build v1..v6 files that way).
 """
 
 from __future__ import annotations
 
-__all__ = ["BASE_SQL", "CURRENT_VERSION", "GAIA_TABLES", "TOOL_TEXT_LIMIT", "TRIGGERS",
-           "V2_COLUMNS", "V2_INDEX_SQL", "V3_SQL"]
+from dataclasses import dataclass
 
-#: The schema version this package creates and migrates to.
-CURRENT_VERSION = 3
+from ..errors import SchemaError
 
-#: Tables (and their columns in order) that a v1 database has. v1 lacks
-#: ``knowledge.embedding``, ``knowledge.superseded_by`` and ``conversations.consolidated_at``.
-BASE_SQL = """
-CREATE TABLE IF NOT EXISTS schema_version (
-    version     INTEGER NOT NULL,
-    migrated_at TEXT NOT NULL
-);
+__all__ = ["CURRENT_VERSION", "FTS_TABLES", "GAIA_TABLES", "INDEXES", "OLDEST_VERSION",
+           "TABLES", "TOOL_TEXT_LIMIT", "TRIGGERS", "TURN_TEXT_LIMIT", "Column", "Index",
+           "Table", "added_columns", "create_statements"]
 
-CREATE TABLE IF NOT EXISTS conversations (
-    id          INTEGER PRIMARY KEY AUTOINCREMENT,
-    session_id  TEXT NOT NULL,
-    role        TEXT NOT NULL,
-    content     TEXT NOT NULL,
-    context     TEXT DEFAULT 'global',
-    timestamp   TEXT NOT NULL,
-    consolidated_at TEXT
-);
-CREATE INDEX IF NOT EXISTS idx_conv_session ON conversations(session_id);
-CREATE INDEX IF NOT EXISTS idx_conv_ts ON conversations(timestamp DESC);
-CREATE INDEX IF NOT EXISTS idx_conv_context ON conversations(context);
+#: The schema version this package creates, migrates to and writes: amd-gaia 0.25.1's.
+CURRENT_VERSION = 7
 
-CREATE VIRTUAL TABLE IF NOT EXISTS conversations_fts USING fts5(
-    content,
-    content=conversations,
-    content_rowid=id,
-    tokenize='porter unicode61'
-);
+#: The oldest GAIA schema skillsynth reads (a file without a version row is v1).
+OLDEST_VERSION = 1
 
-CREATE TABLE IF NOT EXISTS knowledge (
-    id          TEXT PRIMARY KEY,
-    category    TEXT NOT NULL,
-    content     TEXT NOT NULL,
-    domain      TEXT,
-    source      TEXT NOT NULL DEFAULT 'tool',
-    confidence  REAL DEFAULT 0.5,
-    metadata    TEXT,
-    use_count   INTEGER DEFAULT 0,
-    context     TEXT DEFAULT 'global',
-    sensitive   INTEGER DEFAULT 0,
-    entity      TEXT,
-    created_at  TEXT NOT NULL,
-    updated_at  TEXT NOT NULL,
-    last_used   TEXT,
-    due_at      TEXT,
-    reminded_at TEXT,
-    embedding   BLOB,
-    superseded_by TEXT
-);
-CREATE INDEX IF NOT EXISTS idx_knowledge_due ON knowledge(due_at)
-    WHERE due_at IS NOT NULL;
-CREATE INDEX IF NOT EXISTS idx_knowledge_context ON knowledge(context);
-CREATE INDEX IF NOT EXISTS idx_knowledge_entity ON knowledge(entity)
-    WHERE entity IS NOT NULL;
-CREATE INDEX IF NOT EXISTS idx_knowledge_sensitive ON knowledge(sensitive)
-    WHERE sensitive = 1;
+@dataclass(frozen=True)
+class Column:
+    """One column: its declaration as GAIA writes it, and the version that added it."""
 
-CREATE VIRTUAL TABLE IF NOT EXISTS knowledge_fts USING fts5(
-    content, domain, category, tokenize='porter unicode61'
-);
+    name: str
+    decl: str
+    since: int = 1
 
-CREATE TABLE IF NOT EXISTS tool_history (
-    id          INTEGER PRIMARY KEY AUTOINCREMENT,
-    session_id  TEXT NOT NULL,
-    tool_name   TEXT NOT NULL,
-    args        TEXT,
-    result_summary TEXT,
-    success     INTEGER NOT NULL,
-    error       TEXT,
-    duration_ms INTEGER,
-    timestamp   TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS idx_tool_name ON tool_history(tool_name);
-CREATE INDEX IF NOT EXISTS idx_tool_session ON tool_history(session_id);
-CREATE INDEX IF NOT EXISTS idx_tool_success ON tool_history(success);
-CREATE INDEX IF NOT EXISTS idx_tool_ts ON tool_history(timestamp DESC);
 
-CREATE TABLE IF NOT EXISTS meta (
-    key   TEXT PRIMARY KEY,
-    value TEXT
-);
-"""
+@dataclass(frozen=True)
+class Table:
+    """An ordinary table; columns in GAIA's order (later ones are appended by ALTER TABLE)."""
+
+    name: str
+    columns: tuple[Column, ...]
+    since: int = 1
+
+    def ddl(self, version: int = CURRENT_VERSION) -> str:
+        """``CREATE TABLE IF NOT EXISTS`` with the columns that existed at ``version``."""
+        cols = ",\n".join(f"    {c.name} {c.decl}".rstrip()
+                          for c in self.columns if c.since <= version)
+        return f"CREATE TABLE IF NOT EXISTS {self.name} (\n{cols}\n)"
+
+
+@dataclass(frozen=True)
+class Index:
+    """One named index; ``where`` makes it partial."""
+
+    name: str
+    table: str
+    on: str
+    where: str | None = None
+    since: int = 1
+
+    def ddl(self) -> str:
+        """``CREATE INDEX IF NOT EXISTS`` for this index."""
+        tail = f" WHERE {self.where}" if self.where else ""
+        return f"CREATE INDEX IF NOT EXISTS {self.name} ON {self.table}({self.on}){tail}"
+
+
+def _cols(*specs: tuple[str, str] | tuple[str, str, int]) -> tuple[Column, ...]:
+    return tuple(Column(*s) for s in specs)
+
+
+#: GAIA's ordinary tables, in GAIA's creation order.
+TABLES: dict[str, Table] = {t.name: t for t in (
+    Table("schema_version", _cols(("version", "INTEGER NOT NULL"),
+                                  ("migrated_at", "TEXT NOT NULL"))),
+    Table("conversations", _cols(
+        ("id", "INTEGER PRIMARY KEY AUTOINCREMENT"), ("session_id", "TEXT NOT NULL"),
+        ("role", "TEXT NOT NULL"), ("content", "TEXT NOT NULL"),
+        ("context", "TEXT DEFAULT 'global'"), ("timestamp", "TEXT NOT NULL"),
+        ("consolidated_at", "TEXT", 2))),
+    Table("knowledge", _cols(
+        ("id", "TEXT PRIMARY KEY"), ("category", "TEXT NOT NULL"), ("content", "TEXT NOT NULL"),
+        ("domain", "TEXT"), ("source", "TEXT NOT NULL DEFAULT 'tool'"),
+        ("confidence", "REAL DEFAULT 0.5"), ("metadata", "TEXT"),
+        ("use_count", "INTEGER DEFAULT 0"), ("context", "TEXT DEFAULT 'global'"),
+        ("sensitive", "INTEGER DEFAULT 0"), ("entity", "TEXT"),
+        ("created_at", "TEXT NOT NULL"), ("updated_at", "TEXT NOT NULL"),
+        ("last_used", "TEXT"), ("due_at", "TEXT"), ("reminded_at", "TEXT"),
+        ("embedding", "BLOB", 2), ("superseded_by", "TEXT", 2), ("decayed_at", "TEXT", 7))),
+    Table("meta", _cols(("key", "TEXT PRIMARY KEY"), ("value", "TEXT"))),
+    Table("tool_history", _cols(
+        ("id", "INTEGER PRIMARY KEY AUTOINCREMENT"), ("session_id", "TEXT NOT NULL"),
+        ("tool_name", "TEXT NOT NULL"), ("args", "TEXT"), ("result_summary", "TEXT"),
+        ("success", "INTEGER NOT NULL"), ("error", "TEXT"), ("duration_ms", "INTEGER"),
+        ("timestamp", "TEXT NOT NULL"))),
+    Table("procedures", _cols(
+        ("id", "TEXT PRIMARY KEY"), ("name", "TEXT NOT NULL"),
+        ("when_to_use", "TEXT NOT NULL"), ("markdown_body", "TEXT NOT NULL"),
+        ("tools_required", "TEXT"), ("tool_sequence", "TEXT"),
+        ("success_count", "INTEGER NOT NULL DEFAULT 0"),
+        ("attempt_count", "INTEGER NOT NULL DEFAULT 0"), ("provenance", "TEXT"),
+        ("version", "TEXT NOT NULL DEFAULT '1.0.0'"), ("enabled", "INTEGER NOT NULL DEFAULT 1"),
+        ("embedding", "BLOB"), ("superseded_by", "TEXT"), ("created_at", "TEXT NOT NULL"),
+        ("last_used_at", "TEXT")), since=3),
+    Table("skill_deltas", _cols(
+        ("id", "TEXT PRIMARY KEY"), ("base_name", "TEXT NOT NULL"), ("base_root", "TEXT"),
+        ("base_version", "TEXT"), ("scope", "TEXT NOT NULL"), ("kind", "TEXT NOT NULL"),
+        ("learn_tier", "INTEGER NOT NULL DEFAULT 3"), ("anchor_section", "TEXT NOT NULL"),
+        ("anchor_digest", "TEXT NOT NULL"), ("payload", "TEXT NOT NULL"),
+        ("provenance", "TEXT NOT NULL"), ("status", "TEXT NOT NULL DEFAULT 'staged'"),
+        ("success_count", "INTEGER NOT NULL DEFAULT 0"),
+        ("attempt_count", "INTEGER NOT NULL DEFAULT 0"), ("embedding", "BLOB"),
+        ("superseded_by", "TEXT"), ("created_at", "TEXT NOT NULL"), ("approved_at", "TEXT"),
+        ("last_used_at", "TEXT")), since=4),
+    Table("synthesis_marks", _cols(
+        ("session_id", "TEXT PRIMARY KEY"), ("outcome", "TEXT NOT NULL"), ("goal", "TEXT"),
+        ("detail", "TEXT"), ("marked_at", "TEXT NOT NULL")), since=5),
+    Table("forgotten", _cols(
+        ("id", "INTEGER PRIMARY KEY AUTOINCREMENT"), ("content", "TEXT NOT NULL"),
+        ("category", "TEXT"), ("sensitive", "INTEGER NOT NULL DEFAULT 0"),
+        ("forgotten_at", "TEXT NOT NULL")), since=6),
+)}
+
+#: GAIA's named indexes. GAIA (re)creates every one of them on each open.
+INDEXES: dict[str, Index] = {i.name: i for i in (
+    Index("idx_conv_session", "conversations", "session_id"),
+    Index("idx_conv_ts", "conversations", "timestamp DESC"),
+    Index("idx_conv_context", "conversations", "context"),
+    Index("idx_knowledge_due", "knowledge", "due_at", "due_at IS NOT NULL"),
+    Index("idx_knowledge_context", "knowledge", "context"),
+    Index("idx_knowledge_entity", "knowledge", "entity", "entity IS NOT NULL"),
+    Index("idx_knowledge_sensitive", "knowledge", "sensitive", "sensitive = 1"),
+    Index("idx_tool_name", "tool_history", "tool_name"),
+    Index("idx_tool_session", "tool_history", "session_id"),
+    Index("idx_tool_success", "tool_history", "success"),
+    Index("idx_tool_ts", "tool_history", "timestamp DESC"),
+    Index("idx_knowledge_no_embedding", "knowledge", "id", "embedding IS NULL", 2),
+    Index("idx_knowledge_superseded", "knowledge", "superseded_by",
+          "superseded_by IS NOT NULL", 2),
+    Index("idx_conv_not_consolidated", "conversations", "session_id",
+          "consolidated_at IS NULL", 2),
+    Index("idx_proc_name", "procedures", "name", since=3),
+    Index("idx_proc_enabled", "procedures", "enabled", "enabled = 1", 3),
+    Index("idx_proc_superseded", "procedures", "superseded_by",
+          "superseded_by IS NOT NULL", 3),
+    Index("idx_delta_base", "skill_deltas", "base_name, scope", since=4),
+    Index("idx_delta_active", "skill_deltas", "status", "status = 'active'", 4),
+    Index("idx_delta_superseded", "skill_deltas", "superseded_by",
+          "superseded_by IS NOT NULL", 4),
+    Index("idx_synthesis_marks_outcome", "synthesis_marks", "outcome", since=5),
+)}
+
+#: The FTS5 tables (both since v1): ``conversations_fts`` mirrors ``conversations`` through
+#: the triggers below; ``knowledge_fts`` is standalone and kept by GAIA's code.
+FTS_TABLES: dict[str, str] = {
+    "conversations_fts": (
+        "CREATE VIRTUAL TABLE IF NOT EXISTS conversations_fts USING fts5(\n"
+        "    content,\n    content=conversations,\n    content_rowid=id,\n"
+        "    tokenize='porter unicode61'\n)"),
+    "knowledge_fts": ("CREATE VIRTUAL TABLE IF NOT EXISTS knowledge_fts USING "
+                      "fts5(content, domain, category, tokenize='porter unicode61')"),
+}
 
 #: Triggers that keep the external-content ``conversations_fts`` in step (insert and delete
 #: only: GAIA's turns are append-only).
@@ -109,47 +184,33 @@ CREATE TRIGGER IF NOT EXISTS conv_fts_ad AFTER DELETE ON conversations BEGIN
 END""",
 }
 
-#: v1 -> v2: additive columns, then indexes over them.
-V2_COLUMNS: list[tuple[str, str, str]] = [
-    ("knowledge", "embedding", "BLOB"),
-    ("knowledge", "superseded_by", "TEXT"),
-    ("conversations", "consolidated_at", "TEXT"),
-]
-V2_INDEX_SQL: list[str] = [
-    "CREATE INDEX IF NOT EXISTS idx_knowledge_no_embedding ON knowledge(id) WHERE embedding IS NULL",
-    ("CREATE INDEX IF NOT EXISTS idx_knowledge_superseded "
-    "ON knowledge(superseded_by) WHERE superseded_by IS NOT NULL"),
-    ("CREATE INDEX IF NOT EXISTS idx_conv_not_consolidated "
-    "ON conversations(session_id) WHERE consolidated_at IS NULL"),
-]
 
-#: v2 -> v3: the procedures table (#887), created additively.
-V3_SQL = """
-CREATE TABLE IF NOT EXISTS procedures (
-    id              TEXT PRIMARY KEY,
-    name            TEXT NOT NULL,
-    when_to_use     TEXT NOT NULL,
-    markdown_body   TEXT NOT NULL,
-    tools_required  TEXT,
-    tool_sequence   TEXT,
-    success_count   INTEGER NOT NULL DEFAULT 0,
-    attempt_count   INTEGER NOT NULL DEFAULT 0,
-    provenance      TEXT,
-    version         TEXT NOT NULL DEFAULT '1.0.0',
-    enabled         INTEGER NOT NULL DEFAULT 1,
-    embedding       BLOB,
-    superseded_by   TEXT,
-    created_at      TEXT NOT NULL,
-    last_used_at    TEXT
-);
-CREATE INDEX IF NOT EXISTS idx_proc_name ON procedures(name);
-CREATE INDEX IF NOT EXISTS idx_proc_enabled ON procedures(enabled) WHERE enabled = 1;
-CREATE INDEX IF NOT EXISTS idx_proc_superseded ON procedures(superseded_by)
-    WHERE superseded_by IS NOT NULL;
-"""
+def added_columns(after: int, upto: int = CURRENT_VERSION) -> list[tuple[int, Table, Column]]:
+    """Columns a migration from ``after`` to ``upto`` appends to tables that already existed
+    at ``after`` (GAIA adds them with ``ALTER TABLE ... ADD COLUMN``)."""
+    return [(c.since, t, c) for t in TABLES.values() if t.since <= after
+            for c in t.columns if after < c.since <= upto]
+
+
+def create_statements(version: int = CURRENT_VERSION) -> list[str]:
+    """The DDL of GAIA's schema as it stood at ``version``: tables, FTS, triggers, indexes.
+
+    The ``schema_version`` row is the caller's to write (a v1 file has none).
+    """
+    if not OLDEST_VERSION <= version <= CURRENT_VERSION:
+        raise SchemaError(f"GAIA schema versions are {OLDEST_VERSION}..{CURRENT_VERSION}, "
+                         f"not {version}")
+    out = [t.ddl(version) for t in TABLES.values() if t.since <= version]
+    out += list(FTS_TABLES.values()) + list(TRIGGERS.values())
+    out += [i.ddl() for i in INDEXES.values() if i.since <= version]
+    return out
+
 
 #: The GAIA tables skillsynth reports on (``db info``), in display order.
-GAIA_TABLES = ["schema_version", "conversations", "knowledge", "tool_history", "meta", "procedures"]
+GAIA_TABLES = ["schema_version", "conversations", "knowledge", "tool_history", "meta",
+               "procedures", "skill_deltas", "synthesis_marks", "forgotten"]
 
 #: GAIA truncates these tool_history columns to this many characters when logging.
 TOOL_TEXT_LIMIT = 500
+#: GAIA (0.25.1) cuts a conversation turn to this many characters (and skips empty ones).
+TURN_TEXT_LIMIT = 4000

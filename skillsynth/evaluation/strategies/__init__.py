@@ -9,6 +9,12 @@ strategy       synthesis                                   recall
 =============  ==========================================  ==================================
 skillsynth     goal clusters (average linkage at tau)      embeddings, cosine >= tau, top_k
 gaia-greedy    GAIA's shipped greedy seed clustering       embeddings, cosine >= tau, top_k
+               (skillsynth's re-implementation, in
+               skillsynth's pass)
+gaia-shipped   the installed amd-gaia's own pass, run      embeddings, cosine >= tau, top_k
+               unchanged (:mod:`.gaia_shipped`): at most
+               2 distillations a pass, GAIA's marks and
+               watermark, its YAML prompt and reconcile
 cortexprism    one extraction per session with >= 2        embeddings, cosine >= tau, top_k
                successful calls, no clustering, merged
                into an existing skill at cosine >= 0.78
@@ -17,7 +23,9 @@ none           nothing                                     nothing (the no-memor
 =============  ==========================================  ==================================
 
 ``pheron`` keeps skillsynth's synthesis so that the comparison isolates the recall method
-(seed 003's keyword matching against vector search).
+(seed 003's keyword matching against vector search). ``gaia-shipped`` needs amd-gaia
+(``pip install 'skillsynth[gaia]'``); :func:`get_strategy` says so when it is missing. Its
+recall is skillsynth's, over the when_to_use vectors GAIA stores in ``procedures.embedding``.
 """
 
 from __future__ import annotations
@@ -30,24 +38,27 @@ from ...config import Thresholds
 from ...errors import ConfigError, EvaluationError
 from ...models.embed import Embeds
 from ...pipeline.cluster import Method, RateDefinition
-from ...pipeline.distill import DistillMode
+from ...pipeline.distill import PROMPT_VERSION, DistillMode
 from ...pipeline.recall import RECALL_KEYS, Recall, RecallKey, recall, recall_index
 from ...pipeline.synthesize import PassReport, synthesize_skills
 from ...protocols import ChatModel
 from ...store import MemoryStore
+from .gaia_shipped import gaia_distill_prompt_version, gaia_shipped_pass, require_gaia
 from .keyword import KeywordIndex
 
 __all__ = [
     "CORTEXPRISM_DEDUP_TAU",
     "PHERON_TOP_K",
     "STRATEGIES",
+    "GaiaShipped",
     "Recaller",
     "Strategy",
     "StrategyName",
     "get_strategy",
 ]
 
-StrategyName = Literal["skillsynth", "gaia-greedy", "cortexprism", "pheron", "none"]
+StrategyName = Literal["skillsynth", "gaia-greedy", "gaia-shipped", "cortexprism", "pheron",
+                       "none"]
 #: CortexPrism merges a new extraction into an existing skill at this cosine (seed 002).
 CORTEXPRISM_DEDUP_TAU = 0.78
 #: Pheron adds the top 3 keyword matches to the system prompt (seed 003).
@@ -92,6 +103,16 @@ class Strategy:
                                  method=self.method, mode=mode, rate=rate, outcomes=outcomes,
                                  exclude=exclude, memory_disabled=memory_disabled)
 
+    def check_available(self) -> None:
+        """Raise unless what this design runs is installed (every built-in one is)."""
+
+    def distill_prompt(self) -> str:
+        """The version of the distillation prompt this design's pass sends (for records)."""
+        return PROMPT_VERSION
+
+    def check_rate(self, rate: str) -> None:
+        """Raise ConfigError unless this design's synthesis can qualify clusters by ``rate``."""
+
     def check_recall_key(self, key: str) -> None:
         """Raise ConfigError unless this design can recall by ``key``.
 
@@ -117,9 +138,45 @@ class Strategy:
         return lambda goal: recall(store, embedder, goal, config, index=index, touch=False)
 
 
+@dataclass(frozen=True)
+class GaiaShipped(Strategy):
+    """The installed amd-gaia's own synthesis pass (:mod:`.gaia_shipped`), skillsynth's recall.
+
+    ``method`` names GAIA's clustering for records; the pass itself is GAIA's. ``mode`` is
+    ignored (GAIA has one prompt, free-form YAML) and so is ``exclude``: GAIA keeps its own
+    ``synthesis_marks`` in the store, and ``PassReport.handed`` reads them back.
+    """
+
+    def check_available(self) -> None:
+        """Raise EvaluationError naming the install command when amd-gaia is missing."""
+        require_gaia()
+
+    def distill_prompt(self) -> str:
+        """GAIA's prompt, named by the installed release."""
+        return gaia_distill_prompt_version()
+
+    def check_rate(self, rate: str) -> None:
+        """GAIA qualifies clusters by its per-call success rate only."""
+        if rate != "calls":
+            raise ConfigError(f"strategy {self.name} runs GAIA's own pass, which qualifies "
+                              f"clusters by the per-call success rate; rate {rate!r} needs "
+                              "skillsynth's pass (gaia-greedy)", key="rate")
+
+    def synthesize(self, store: MemoryStore, llm: ChatModel, embedder: Embeds, config: Thresholds,
+                   *, mode: DistillMode = "json", memory_disabled: bool = False,
+                   rate: RateDefinition = "calls", outcomes: Mapping[str, bool] | None = None,
+                   exclude: Collection[str] = ()) -> PassReport | None:
+        """One pass of GAIA's ``_synthesize_skills`` over ``store``."""
+        self.check_rate(rate)
+        return gaia_shipped_pass(store, llm, embedder, self.synthesis_config(config),
+                                 memory_disabled=memory_disabled, outcomes=outcomes,
+                                 exclude=exclude)
+
+
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
     Strategy("skillsynth", "agglomerative", {}, "embedding"),
     Strategy("gaia-greedy", "gaia-greedy", {}, "embedding"),
+    GaiaShipped("gaia-shipped", "gaia-greedy", {}, "embedding"),
     Strategy("cortexprism", "per-session",
              {"min_steps": 2, "min_occurrences": 1, "similarity_tau": CORTEXPRISM_DEDUP_TAU,
               "reconcile_tau": CORTEXPRISM_DEDUP_TAU,
@@ -133,10 +190,13 @@ def get_strategy(name: str) -> Strategy:
     """The strategy called ``name``.
 
     Raises:
-        EvaluationError: no such strategy (the message lists them).
+        EvaluationError: no such strategy (the message lists them), or one whose optional
+            dependency is missing (the message names the install command).
     """
     try:
-        return STRATEGIES[name]
+        strategy = STRATEGIES[name]
     except KeyError:
         raise EvaluationError(f"unknown strategy {name!r}; choose one of "
                               f"{', '.join(STRATEGIES)}") from None
+    strategy.check_available()
+    return strategy
