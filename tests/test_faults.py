@@ -23,11 +23,14 @@ from pathlib import Path
 from typing import Self
 
 import pytest
+import yaml
 from gaia_legacy import dump_rows
 
 from skillsynth.config import Thresholds
 from skillsynth.corpora import import_corpus, labels_path_for
 from skillsynth.models.llm import ChatClient, Endpoint
+from skillsynth.pipeline.export import export_skill
+from skillsynth.pipeline.skill import PROFILES, Skill, _split_frontmatter, validate_dir
 from skillsynth.pipeline.synthesize import synthesize_skills
 from skillsynth.store import MemoryStore
 
@@ -350,3 +353,101 @@ def test_a_misbehaving_model_server_ends_the_pass_in_time_and_writes_nothing(
     if status == "ran":
         assert rep.qualified == 1 and len(rep.skipped) == 1
     assert _sha(db) == before  # nothing was written: not a meta row, not a page
+
+
+# ------------------------------------------------------------------ 4. hostile text
+RTL, LONG = "\u202e", "x" * 100_000
+_FAMILY_GOALS = ("Find the invoice {i}", "Answer the email {i}", "Check ticket {i}",
+                 "Run the tests {i}", "Save a note {i}", "Ingest folder {i}",
+                 "Summarise the report {i}", "Compare the report {i} with last year's")
+_HOSTILE_GOALS = ("---\nname: evil\n---", "!!python/object/apply:os.system ['id']",
+                  f"{RTL}gnp.exe", "🧾✈️🚀", "a\x00b", LONG)
+
+
+def _front(name: str, when: str, body: str = "1. Call search_file.\n\n## Edge cases\n- ask"
+           ) -> str:
+    return (f"---\nname: {name}\nwhen_to_use: {when}\ntools_required:\n  - search_file\n"
+            f"---\n\n{body}\n")
+
+
+#: FAKE model answers in the intermediate shape: the first four are skills with hostile text
+#: in safe places, the rest hostile documents that must be rejected.
+YAML_ANSWERS = (
+    _front("find-invoice", '"Find an invoice 🧾 ✈️ !!python/object/apply:os.system [id]"',
+           "1. Call search_file.\n---\n!!python/object/apply:os.system ['id']\n---\n\n"
+           "## Edge cases\n- none"),
+    _front("read-mail", f'"Read the e-mail --- {RTL}gnp.exe"'),
+    _front("jira-ticket", '"Look up a jira ticket"', f"1. Call search_file {LONG}\n\n"
+           "## Edge cases\n- none"),
+    _front("run-tests", '"Run the tests: a ---\\nname: evil"'),
+    _front("save-note", "!!python/object/apply:os.system ['touch pwned']"),
+    _front("index-folder", '"Index a folder\n---\nname: evil"'),
+    _front("summary", '"Summarise a report \\u0000"'),
+    _front("../../etc/passwd", '"Compare a report"'),
+)
+#: The same hostile text as json-mode answers (json.dumps escapes it, as a server does).
+JSON_ANSWERS = tuple(json.dumps({
+    "name": name, "when_to_use": when, "tools_required": ["search_file"],
+    "steps": steps, "edge_cases": ["ask"], "skip": False}) for name, when, steps in (
+    ("find-invoice", "Find an invoice 🧾 !!python/object/apply:os.system [id]",
+     ["Call search_file", "---", "!!python/object/apply:os.system ['id']"]),
+    ("read-mail", f"Read the e-mail --- {RTL}gnp.exe", ["Call search_file"]),
+    ("jira-ticket", "Look up a jira ticket", [f"Call search_file {LONG}"]),
+    ("run-tests", "Run the tests ---\nname: evil", ["Call search_file"]),
+    ("save-note", "Save a note \x00", ["Call search_file"]),
+    ("index-folder", LONG, ["Call search_file"]),
+    ("summary", "Summarise a report", ["Call search_file\x00"]),
+    ("../../etc/passwd", "Compare a report", ["Call search_file"]),
+))
+
+
+class FakeHostileModel:
+    """FAKE chat model: hands out the given answers one per call, in call order."""
+
+    def __init__(self, answers: tuple[str, ...]):
+        self.answers, self.calls, self.cache_hits = list(answers), 0, 0
+
+    def ensure_ready(self) -> None:
+        pass
+
+    def chat(self, messages, **kw):
+        from fakes import FakeAnswer
+
+        self.calls += 1
+        return FakeAnswer(self.answers.pop(0))
+
+
+@pytest.mark.parametrize("mode", ["yaml", "json"])
+def test_hostile_goals_and_answers_are_rejected_or_export_clean_skill_files(tmp_path, mode):
+    from fakes import FakeFamilyEmbedder
+
+    answers = YAML_ANSWERS if mode == "yaml" else JSON_ANSWERS
+    db = tmp_path / "memory.db"
+    with MemoryStore.init(db) as store:
+        for f, goal in enumerate(_FAMILY_GOALS):
+            for i in range(3):
+                sid = f"f{f}s{i}"
+                with store.transaction():
+                    for t in ("search_file", "read_file", "write_file"):
+                        store.log_tool_call(sid, t, {"q": i}, "ok", True)
+                    hostile = _HOSTILE_GOALS[(f + i) % len(_HOSTILE_GOALS)] if i else ""
+                    store.add_turn(sid, "user", f"{goal.format(i=i)} {hostile}")
+        llm = FakeHostileModel(answers)
+        rep = synthesize_skills(store, llm, FakeFamilyEmbedder(), Thresholds(), mode=mode)
+        assert rep.status == "ran" and rep.qualified == llm.calls == len(answers)
+        malformed = [why for _, why in rep.skipped if why.startswith("malformed")]
+        assert rep.distilled + len(malformed) == rep.qualified  # each one counted somewhere
+        assert (rep.distilled, rep.added) == (4, 4)  # hostile text in safe places is kept
+        exported = 0
+        for proc in store.procedures():
+            for profile in PROFILES:
+                out = export_skill(store, proc.id, tmp_path / profile, profile)  # re-reads
+                assert validate_dir(out, profile) == []
+                text = (out / "SKILL.md").read_text(encoding="utf-8")
+                front, _ = _split_frontmatter(text)
+                assert not any(isinstance(t, yaml.TagToken) for t in yaml.scan(front))
+                assert "\x00" not in text and Skill.read(out, profile).name == proc.name
+                exported += 1
+    assert exported == 8
+    print(f"\nhostile answers ({mode}): {rep.distilled} kept and exported under both "
+          f"profiles, {len(malformed)} rejected as malformed")
