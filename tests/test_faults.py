@@ -230,8 +230,8 @@ def _chat(content: str | None) -> bytes:
 
 
 class BadServer:
-    """A raw-socket HTTP server on loopback whose ``/models`` is fine and whose chat endpoint
-    misbehaves as told (``fault``), down to the byte; it stands in for a broken model server."""
+    """FAKE model server: raw-socket HTTP on loopback, ``/models`` fine, the chat endpoint
+    misbehaving as told (``fault``) down to the byte, as a broken server would."""
 
     def __init__(self, fault: str):
         self.fault, self.stop = fault, threading.Event()
