@@ -173,9 +173,12 @@ def _import(fmt: str, files: list[Path], db: Path, lab: Path, tasks: str | Path 
         # twice; its label is added on the re-run.
         in_db = {r[0] for r in store.execute(
             "SELECT session_id FROM tool_history UNION SELECT session_id FROM conversations")}
+        # synthetic clocks start after the sessions of other sources; sessions of these
+        # same files (an interrupted run being resumed) do not move them, so a resumed
+        # import writes the timestamps an uninterrupted one would have
+        offset = labels.count_from_other_files(f.name for f in files)
         try:
-            for src, rec in tqdm(_records(fmt, files, Path(tasks) if tasks else None,
-                                          len(present)),
+            for src, rec in tqdm(_records(fmt, files, Path(tasks) if tasks else None, offset),
                                  desc=f"import {fmt}", unit="session", disable=not progress):
                 seen[src] += 1
                 if isinstance(rec, BadRecord):

@@ -41,6 +41,7 @@ from .records import (
     TurnRecord,
     args_text,
     check_text,
+    json_error_text,
     need,
     synthetic_clock,
 )
@@ -51,10 +52,17 @@ SOURCE = "jsonl"
 
 
 def read_jsonl(path: str | Path, *, first_index: int = 0) -> Iterator[SessionRecord | BadRecord]:
-    """Parse a JSONL corpus; a bad line makes its whole session a bad record."""
+    """Parse a JSONL corpus; a bad line makes its whole session a bad record.
+
+    Records come in file order: a session at its first line, a bad one at its first bad
+    line, so an import without ``skip_bad`` stops at, and names, the file's first bad line.
+    Every per-line rule is checked while the file is read; sessions are built lazily.
+    """
     src = SourceFile(path)
     sessions: dict[str, list[tuple[int, dict[str, Any]]]] = {}
-    broken: dict[str, CorpusFormatError] = {}
+    broken: dict[str, tuple[int, CorpusFormatError]] = {}
+    lone: list[tuple[int, CorpusFormatError]] = []
+    labelled: set[str] = set()
     for n, line in enumerate(src.text.splitlines(), 1):
         if not line.strip():
             continue
@@ -62,30 +70,51 @@ def read_jsonl(path: str | Path, *, first_index: int = 0) -> Iterator[SessionRec
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
-            yield BadRecord(src.error(f"not valid JSON ({exc.msg} at column {exc.colno})",
-                                      record=record, field="line"))
+            lone.append((n, src.error(f"not valid JSON ({json_error_text(exc, line=False)})",
+                                      record=record, field="line")))
             continue
         try:
             check_text(obj)
             sid = need(obj, "session_id", str, "")
         except FieldError as exc:
-            yield BadRecord(src.error(exc.message, record=record, field=exc.field))
+            lone.append((n, src.error(exc.message, record=record, field=exc.field)))
             continue
         sessions.setdefault(sid, []).append((n, obj))
-        try:
-            need(obj, "tool_name", str, "")
-            need(obj, "success", bool, "")
-        except FieldError as exc:
-            broken.setdefault(sid, src.error(f"{exc.message} (session {sid!r} skipped whole)",
-                                             record=record, field=exc.field))
-    for k, (sid, lines) in enumerate(sessions.items()):
         if sid in broken:
-            yield BadRecord(broken[sid])
             continue
         try:
-            yield _session(src, sid, lines, first_index + k)
+            _check_line(src, sid, n, obj, labelled)
         except FieldError as exc:
-            yield BadRecord(src.error(exc.message, record=f"session {sid!r}", field=exc.field))
+            field = exc.field.removeprefix(f"{record}.")
+            broken[sid] = (n, src.error(f"{exc.message} (session {sid!r} skipped whole)",
+                                        record=record, field=field))
+    order: list[tuple[int, int, str | CorpusFormatError]] = [
+        (broken[sid][0] if sid in broken else lines[0][0], k, sid)
+        for k, (sid, lines) in enumerate(sessions.items())]
+    order += [(n, -1, err) for n, err in lone]
+    for _, k, item in sorted(order, key=lambda o: o[0]):
+        if isinstance(item, CorpusFormatError):
+            yield BadRecord(item)
+        elif item in broken:
+            yield BadRecord(broken[item][1])
+        else:
+            try:
+                yield _session(src, item, sessions[item], first_index + k)
+            except FieldError as exc:  # not expected: every line was checked above
+                yield BadRecord(src.error(exc.message, record=f"session {item!r}",
+                                          field=exc.field))
+
+
+def _check_line(src: SourceFile, sid: str, n: int, obj: dict[str, Any],
+                labelled: set[str]) -> None:
+    """Every rule one line must meet on its own (raises FieldError)."""
+    need(obj, "tool_name", str, "")
+    need(obj, "success", bool, "")
+    _session(src, sid, [(n, obj)], 0)  # what building the session checks, for this line
+    if obj.get("label") is not None:
+        if sid in labelled:
+            raise FieldError(f"line {n}.label", "a second label for this session")
+        labelled.add(sid)
 
 
 def _stamp(value: Any, path: str) -> str:

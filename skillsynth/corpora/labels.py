@@ -163,6 +163,14 @@ class LabelStore:
         """The labelled sessions."""
         return {r[0] for r in self._conn.execute("SELECT session_id FROM session_labels")}
 
+    def count_from_other_files(self, names: Iterable[str]) -> int:
+        """Labelled sessions whose ``source_file`` is none of ``names`` (file names)."""
+        own = list(dict.fromkeys(names))
+        marks = ",".join("?" * len(own)) or "NULL"
+        return int(self._conn.execute(
+            f"SELECT COUNT(*) FROM session_labels WHERE source_file IS NULL "
+            f"OR source_file NOT IN ({marks})", own).fetchone()[0])
+
     def renumber_attempts(self, source: str) -> None:
         """Set ``attempt`` to each session's 1-based rank within its task by ``started_at``.
 

@@ -36,6 +36,7 @@ __all__ = [
     "args_text",
     "check_text",
     "iso",
+    "json_error_text",
     "need",
     "pair_calls",
     "session_uuid",
@@ -122,8 +123,8 @@ class SourceFile:
         try:
             return json.loads(self.text)
         except json.JSONDecodeError as exc:
-            raise self.error(f"not valid JSON ({exc.msg} at line {exc.lineno} column "
-                             f"{exc.colno})", field="document") from exc
+            raise self.error(f"not valid JSON ({json_error_text(exc)})",
+                             field="document") from exc
 
     def array_items(self) -> Iterator[tuple[int, Any] | CorpusFormatError]:
         """The items of a top-level JSON array, one at a time.
@@ -146,9 +147,9 @@ class SourceFile:
                 item, end = dec.raw_decode(text, pos)
             except json.JSONDecodeError as exc:
                 skip = _value_end(text, pos)
-                yield self.error(f"not valid JSON ({exc.msg}, line {exc.lineno} column "
-                                 f"{exc.colno})" + ("" if skip is not None else
-                                                    "; the file may be truncated"), record=i)
+                yield self.error(f"not valid JSON ({json_error_text(exc)})"
+                                 + ("" if skip is not None else "; the file may be truncated"),
+                                 record=i)
                 if skip is None:
                     return
                 pos, i = _skip_ws(text, skip), i + 1
@@ -168,6 +169,19 @@ class SourceFile:
             yield self.error("expected ',' or ']' after the item; the file may be truncated",
                              record=i)
             return
+
+
+def json_error_text(exc: json.JSONDecodeError, *, line: bool = True) -> str:
+    """Where and why JSON failed to parse, as one phrase: ``Expecting value at line 3
+    column 7``.
+
+    Some of json's messages end in "at" themselves (``Unterminated string starting at``,
+    ``Invalid control character at``); the position is appended to them once, so no
+    message reads "at at column". ``line=False`` leaves the line out (one-line records).
+    """
+    msg = exc.msg.removesuffix(" at")
+    where = f"line {exc.lineno} column {exc.colno}" if line else f"column {exc.colno}"
+    return f"{msg} at {where}"
 
 
 def _value_end(text: str, pos: int) -> int | None:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -118,9 +120,13 @@ class ModelConnection:
     def __init__(self, endpoint: Endpoint, *, transport: httpx.BaseTransport | None = None):
         self.endpoint = endpoint
         headers = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
+        # no keep-alive: each request opens its own connection, so the deadline's watchdog
+        # (see :meth:`_send`) always knows the socket to cut; one local TCP connect per model
+        # call costs nothing next to the call
         self._http = httpx.Client(
             base_url=endpoint.base_url, headers=headers, transport=transport,
-            timeout=httpx.Timeout(endpoint.timeout_s, connect=endpoint.connect_timeout_s))
+            timeout=httpx.Timeout(endpoint.timeout_s, connect=endpoint.connect_timeout_s),
+            limits=httpx.Limits(max_keepalive_connections=0))
         #: HTTP requests actually sent (retries included); cache hits send none.
         self.requests_sent = 0
         self._model_checked = False
@@ -138,44 +144,99 @@ class ModelConnection:
         """Send one request (retrying transient failures) and return the decoded JSON."""
         e = self.endpoint
         attempts = e.max_retries + 1
-        last = ""
+        last, why = "", ""
         for attempt in range(attempts):
             if attempt:
                 time.sleep(e.retry_backoff_s * 2 ** (attempt - 1))
             self.requests_sent += 1
             try:
                 resp = self._send(method, path, payload)
-            except (httpx.TransportError, httpx.TimeoutException) as exc:
-                last = f"{type(exc).__name__}: {exc}"
+            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+                last, why = f"{type(exc).__name__}: {exc}", "down"
+                continue
+            except httpx.TimeoutException as exc:
+                last, why = f"{type(exc).__name__}: {exc}", "slow"
+                continue
+            except httpx.TransportError as exc:
+                last, why = f"{type(exc).__name__}: {exc}", "dropped"
                 continue
             except _DeadlineExceeded as exc:
-                last = str(exc)
+                last, why = str(exc), "slow"
                 continue
             if resp.status_code >= 500 and not self._is_model_error(resp):
-                last = f"HTTP {resp.status_code}: {resp.text[:300]}"
+                last, why = f"HTTP {resp.status_code}: {resp.text[:300]}", "failing"
                 continue
             return self._decode(resp, path)
-        hint = ("start Lemonade Server" if e.backend == "lemonade"
-                else "start the embedded servers (`skillsynth models serve`)")
+        start = ("start Lemonade Server" if e.backend == "lemonade"
+                 else "start the embedded servers (`skillsynth models serve`)")
+        hint = {"down": f"Is the server running? ({start})",
+                "slow": f"The server did not answer in time; raise the timeout "
+                        f"({e.timeout_s:g} s) if it is only slow, else restart it",
+                "failing": "The server is up but failing; its log says why",
+                "dropped": "The server closed the connection without an answer; its log "
+                           "says why"}[why]
         raise self._err(LLMUnavailable, f"no usable answer from {path} after {attempts} "
-                        f"attempt(s); last: {last}. Is the server running? ({hint})")
+                        f"attempt(s); last: {last}. {hint}")
 
     def _send(self, method: str, path: str, payload: Any) -> httpx.Response:
-        """One request, read whole within the endpoint's overall deadline (``timeout_s``).
+        """One request, answered whole (status line, headers and body) within the endpoint's
+        overall deadline (``timeout_s``).
 
-        httpx's timeout bounds each read; a server that trickles a byte at a time would
-        keep a request (and whatever waits on it) alive indefinitely without this bound.
+        httpx's timeout bounds each read: a server that trickles a byte at a time, in its
+        headers or its body, would keep a request (and whatever waits on it) alive
+        indefinitely. A watchdog shuts the request's socket down at the deadline, which
+        wakes a read blocked anywhere in the response.
         """
-        deadline = time.monotonic() + self.endpoint.timeout_s
-        with self._http.stream(method, path, json=payload) as resp:
-            body = bytearray()
-            for chunk in resp.iter_bytes():
-                body += chunk
-                if time.monotonic() > deadline:
-                    raise _DeadlineExceeded(f"no complete answer within "
-                                            f"{self.endpoint.timeout_s:g} s")
-            return httpx.Response(resp.status_code, headers=resp.headers, content=bytes(body),
-                                  request=resp.request)
+        limit = self.endpoint.timeout_s
+        deadline = time.monotonic() + limit
+        socks: list[socket.socket] = []
+        expired = threading.Event()
+        guard = threading.Lock()
+
+        def _cut(sock: socket.socket) -> None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:  # already closed
+                pass
+
+        def trace(event: str, info: Mapping[str, Any]) -> None:
+            if event != "connection.connect_tcp.complete":
+                return
+            sock = info["return_value"].get_extra_info("socket")
+            if sock is None:
+                return
+            with guard:
+                socks.append(sock)
+                late = expired.is_set()
+            if late:  # connected after the deadline passed
+                _cut(sock)
+
+        def expire() -> None:
+            with guard:
+                expired.set()
+                held = list(socks)
+            for sock in held:
+                _cut(sock)
+
+        watchdog = threading.Timer(limit, expire)
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            with self._http.stream(method, path, json=payload,
+                                   extensions={"trace": trace}) as resp:
+                body = bytearray()
+                for chunk in resp.iter_bytes():
+                    body += chunk
+                    if time.monotonic() > deadline:
+                        raise _DeadlineExceeded(f"no complete answer within {limit:g} s")
+                return httpx.Response(resp.status_code, headers=resp.headers,
+                                      content=bytes(body), request=resp.request)
+        except httpx.TransportError as exc:
+            if expired.is_set():
+                raise _DeadlineExceeded(f"no complete answer within {limit:g} s") from exc
+            raise
+        finally:
+            watchdog.cancel()
 
     @staticmethod
     def _error_code(resp: httpx.Response) -> tuple[str, str]:
