@@ -110,3 +110,26 @@ def test_the_gate_can_hold_the_verdict(tmp_path):
     bad = [c for c in gate(run, verdict=True) if not c.ok]
     assert [c.check for c in bad] == ["verdict (recommended): Tool-step reduction"]
     assert "status FAIL" in bad[0].required
+
+
+def test_a_baseline_entry_without_protocol_settings_holds_strict_points_only(tmp_path):
+    import json
+
+    from skillsynth.evaluation.report import gate
+
+    strict = _point("strict", share_made_worse=_k(0.02))
+    rolling = _point("rolling", share_made_worse=_k(0.5))
+    rolling["protocol"] = {"protocol": "rolling", "recall_key": "goals", "rate": "calls"}
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "summary.json").write_text(json.dumps({"points": [strict, rolling], "failed": {}}))
+    base = tmp_path / "b.json"
+    entry = {"match": {"strategy": "skillsynth"}, "kpis": {"share_made_worse": {
+        "value": 0.02, "tolerance": 0.1, "better": "lower"}}}
+    base.write_text(json.dumps({"entries": [entry]}))
+    held = [c for c in gate(run, base) if c.check == "share_made_worse"]
+    assert [(c.point, c.ok) for c in held] == [("strict", True)]
+    entry["match"] |= {"protocol": "rolling", "recall_key": "goals"}  # named: it holds it
+    base.write_text(json.dumps({"entries": [entry]}))
+    held = [c for c in gate(run, base) if c.check == "share_made_worse"]
+    assert [(c.point, c.ok) for c in held] == [("rolling", False)]

@@ -27,7 +27,7 @@ from ..pipeline.skill import PROFILES
 from .verdict import verdict as verdict_rows
 from .verdict import verdict_points
 
-__all__ = ["PARAMS", "GateCheck", "gate", "gate_checks", "write_baseline"]
+__all__ = ["PARAMS", "PROTOCOL_DEFAULTS", "GateCheck", "gate", "gate_checks", "write_baseline"]
 
 #: The thresholds a sweep's grid varies (a baseline entry matches on them).
 PARAMS = ("similarity_tau", "min_occurrences", "max_recall_body_chars")
@@ -64,9 +64,15 @@ def _load_baseline(path: str | Path) -> dict[str, Any]:
     return data
 
 
+#: The protocol settings of a point (or a baseline entry) that does not name them.
+PROTOCOL_DEFAULTS = {"protocol": "strict", "recall_key": "when_to_use", "rate": "calls"}
+
+
 def _matches(point: Mapping[str, Any], match: Mapping[str, Any]) -> bool:
-    have = {"strategy": point["strategy"], **point["params"], **(point.get("protocol") or {})}
-    return all(have.get(k) == v for k, v in match.items())
+    """An entry that names no protocol settings holds the default protocol's points only."""
+    have = {"strategy": point["strategy"], **point["params"],
+            **PROTOCOL_DEFAULTS, **(point.get("protocol") or {})}
+    return all(have.get(k) == v for k, v in (PROTOCOL_DEFAULTS | dict(match)).items())
 
 
 def gate(run_dir: str | Path, baseline: str | Path | None = None, *,

@@ -18,7 +18,7 @@ import pandas as pd
 
 from ..errors import EvaluationError
 from ..pipeline.skill import PROFILES
-from .gate import PARAMS, GateCheck, gate, gate_checks, write_baseline
+from .gate import PARAMS, PROTOCOL_DEFAULTS, GateCheck, gate, gate_checks, write_baseline
 
 __all__ = [
     "GateCheck",
@@ -42,8 +42,6 @@ __all__ = [
     "write_baseline",
 ]
 
-#: Protocol settings a point may vary, and what a point that does not name them ran.
-PROTOCOL_DEFAULTS = {"protocol": "strict", "recall_key": "when_to_use", "rate": "calls"}
 _SHOWN = ("synthesis_fired_rate", "recall_hit_rate", "recall_precision", "step_reduction",
           "share_made_worse", "live_step_reduction", "live_success_change",
           "live_share_made_worse", "live_prompt_token_change", "step_reduction_live_probes",
