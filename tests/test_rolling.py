@@ -44,6 +44,7 @@ def test_rolling_makes_every_later_attempt_a_probe_and_passes_reach_capped_clust
     assert [p["at_session"] for p in passes] == [3, 6, 9, 12, 15]
     # attempts 4-6 of each task are probes: 9, against strict's 3
     assert split["probes"] == 9 == split["probes_checked_absent_from_store"]
+    assert split["families_without_probe"] == 0
     # the pass at 9 distils one of the two qualified clusters and leaves one for later; the
     # pass at 12 reaches it (its sessions were not handed to the distiller), with the
     # sessions the first pass handed (attempts 1-3 of the first task) left out
@@ -73,6 +74,9 @@ def test_no_rolling_probe_is_in_the_store_it_is_recalled_against(tmp_path, kind)
     per_task = Counter(x.task_id for x in labels if x.task_id is not None)
     # every attempt after the k-th is a probe (strict: only the (k+1)-th)
     assert res.summary["split"]["probes"] == sum(max(0, n - k) for n in per_task.values())
+    # a task with k attempts or fewer has no probe: counted, not hidden
+    assert res.summary["split"]["families_without_probe"] == sum(
+        1 for n in per_task.values() if n <= k)
     # the history store's row ids record when each session was written: every procedure a
     # probe recalled was distilled from sessions written before the probe was
     conn = sqlite3.connect(tmp_path / "pt" / "history.db")

@@ -351,7 +351,8 @@ def run_point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out_dir: str | 
                                   rolled.witness.goal,
                                   lambda: strategy.recaller(store, queries, th, cfg.recall_key))
         rows, reports, witness = rolled.rows, list(rolled.reports), rolled.witness
-        split_info: dict[str, Any] = {"k": split.k, "protocol": "rolling", **rolled.info()}
+        split_info: dict[str, Any] = {"k": split.k, "protocol": "rolling", **rolled.info(),
+                                      "families_without_probe": _families_without_probe(split)}
         live_info: dict[str, Any] | None = None
     else:
         rows, reports, witness, checks, floors, split_info, live_info = _strict(
@@ -454,8 +455,14 @@ def _strict(cfg: EvalConfig, strategy: Strategy, llm: ChatModel, embedder: Embed
                   "history_with_calls": n_history, "probes": len(split.probes),
                   "probes_without_goal": sum(1 for p in split.probes
                                              if p.session_id not in goals),
-                  "left_out": len(split.left_out)}
+                  "left_out": len(split.left_out),
+                  "families_without_probe": _families_without_probe(split)}
     return (rows, [report] if report else [], witness, checks, floors, split_info, live_info)
+
+
+def _families_without_probe(split: Split) -> int:
+    """Families with k attempts or fewer: no probe under either protocol (counted, not hidden)."""
+    return len(set(split.families.values())) - len(split.probes)
 
 
 def _combined(reports: Sequence[PassReport]) -> dict[str, Any] | None:
