@@ -466,7 +466,8 @@ def _families_without_probe(split: Split) -> int:
 
 
 def _combined(reports: Sequence[PassReport]) -> dict[str, Any] | None:
-    """One pass's report, or the sums over a rolling point's passes (status: the worst)."""
+    """One pass's report, or the sums over a rolling point's passes (status: the worst;
+    clusters left over: the last pass's)."""
     if not reports:
         return None
     if len(reports) == 1:
@@ -476,6 +477,7 @@ def _combined(reports: Sequence[PassReport]) -> dict[str, Any] | None:
     for name in ("sessions", "clusters", "qualified", "distilled", "added", "updated", "noop",
                  "ungrounded", "repaired", "duplicate_names", "llm_calls", "cache_hits"):
         out[name] = sum(getattr(r, name) for r in reports)
+    out["left_for_later"] = reports[-1].left_for_later  # after the last pass (not a sum)
     out["skipped"] = [list(x) for r in reports for x in r.skipped]
     out["failed_shares"] = [x for r in reports for x in r.failed_shares]
     return out
