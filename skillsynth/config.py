@@ -107,6 +107,11 @@ class Thresholds:
         "Embedder-specific: calibrate it per embedder.", 0.0, 1.0))
     max_clusters_per_pass: int = field(default=10, metadata=_doc(
         "Most clusters distilled (LLM calls) in one pass; bounds cost.", 1, None))
+    max_distill_calls_per_pass: int | None = field(default=None, metadata=_doc(
+        "Most distillation calls one pass spends; the qualified clusters past it wait for "
+        "a later pass. amd-gaia 0.25.1 ships 2 (each call takes the local model slot the "
+        "user's own turn needs). Unset (null), a pass distils up to max_clusters_per_pass, "
+        "as #887 specified.", 1, None))
     max_recall_body_chars: int = field(default=1500, metadata=_doc(
         "Longest procedure body injected into the planner prompt; longer bodies are "
         "cut with an explicit truncation marker (the stored body stays whole).", 1, None))
@@ -245,7 +250,7 @@ def _check(f: dataclasses.Field[Any], value: Any, *, source: str | None) -> Any:
         if isinstance(value, bool):
             return value
         raise ConfigError(f"{key} must be true or false, got {value!r}", key=key, source=source)
-    if f.type in ("int", int):
+    if f.type in ("int", int, "int | None"):
         if isinstance(value, bool) or not isinstance(value, int):
             if isinstance(value, float) and value.is_integer():
                 value = int(value)
@@ -277,7 +282,7 @@ def _parse_env_value(f: dataclasses.Field[Any], raw: str, var: str) -> Any:
     try:
         if f.default is None and text.lower() in ("", "null", "none"):
             return None
-        return int(text) if f.type in ("int", int) else float(text)
+        return int(text) if f.type in ("int", int, "int | None") else float(text)
     except ValueError as exc:
         raise ConfigError(f"{var} must be a number, got {raw!r}", key=f.name, source=var) from exc
 

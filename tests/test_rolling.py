@@ -262,3 +262,16 @@ def test_eval_command_names_bad_protocol_settings_before_any_model(tmp_path, cap
     assert main(["eval", str(db), out, "--protocol", "rolling", "--live"]) == 1
     assert "live probes run under protocol strict" in capsys.readouterr().err
     assert not (tmp_path / "pt").exists()  # refused before anything was written
+
+
+def test_a_distill_call_cap_leaves_the_rest_for_a_later_pass(tmp_path):
+    db = tiny_corpus(tmp_path)  # invoice, mail (3-step) and jira (2-step) runs
+    th = TH.merge(min_steps=2, max_distill_calls_per_pass=1)  # amd-gaia 0.25.1 ships 2
+    with MemoryStore.open(db) as s:
+        rep = synthesize_skills(s, FakeDistiller(), FakeFamilyEmbedder(), th, mode="json")
+    assert (rep.qualified, rep.distilled, rep.left_for_later) == (3, 1, 2)
+    assert ("cluster", "2 qualified cluster(s) over max_distill_calls_per_pass 1") \
+        in rep.skipped
+    assert Thresholds().max_distill_calls_per_pass is None  # #887's pass: no such cap
+    with pytest.raises(ConfigError, match="max_distill_calls_per_pass"):
+        Thresholds(max_distill_calls_per_pass=0)

@@ -223,8 +223,8 @@ def protocol_table(run: Run) -> pd.DataFrame:
         recs.append({
             **{c: df[c][i] for c in cols},
             "probes": int(df["probes"][i]), "passes": int(df["passes"][i]),
-            "left over": split.get("left_for_later_at_end",
-                                   _left_over(pas.get("skipped") or [])),
+            "left over": split.get("left_for_later_at_end", pas.get(
+                "left_for_later", _left_over(pas.get("skipped") or []))),
             "distilled (cached)": f"{calls.get('synthesis', 0)} "
                                   f"({calls.get('synthesis_cache_hits', 0)})",
             "wall s": round(float(df["wall_s"][i])),
@@ -238,9 +238,10 @@ def protocol_table(run: Run) -> pd.DataFrame:
 
 
 def _left_over(skipped: list[Any]) -> int:
-    """Clusters a strict pass left over its cap (from its skip reasons)."""
+    """Clusters a strict pass left over its cap (from its skip reasons: points written
+    before passes reported ``left_for_later``)."""
     for _, why in skipped:
-        if "over max_clusters_per_pass" in str(why):
+        if "qualified cluster(s) over" in str(why):
             return int(str(why).split()[0])
     return 0
 

@@ -130,15 +130,18 @@ def synthesize_skills(
                                  advance=False, exclude=exclude)
     clusters = cluster_by_goal(detected.qualified, embedder, config, method, rate=rate)
     qualified = [c for c in clusters if c.qualified]
-    todo = qualified[: config.max_clusters_per_pass]
+    cap = config.max_clusters_per_pass if config.max_distill_calls_per_pass is None else \
+        min(config.max_clusters_per_pass, config.max_distill_calls_per_pass)
+    todo = qualified[:cap]
     base: dict[str, Any] = {
         "sessions": detected.sessions_read, "sessions_without_goal": len(detected.without_goal),
         "clusters": len(clusters), "qualified": len(qualified),
         "failed_shares": tuple(round(c.failed_share, 4) for c in qualified),
         "left_for_later": len(qualified) - len(todo)}
+    limit = "max_clusters_per_pass" if cap == config.max_clusters_per_pass else \
+        "max_distill_calls_per_pass"
     over = [("cluster", (f"{len(qualified) - len(todo)} qualified cluster(s) over "
-             f"max_clusters_per_pass {config.max_clusters_per_pass}"))] \
-        if len(qualified) > len(todo) else []
+             f"{limit} {cap}"))] if len(qualified) > len(todo) else []
     if dry_run:
         return PassReport("dry-run", **base, skipped=tuple(over),
                           would_distill=tuple(tuple(c.session_ids) for c in todo))
