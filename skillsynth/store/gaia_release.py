@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
-__all__ = ["GAIA_DISTRIBUTION", "GAIA_INSTALL_HINT", "TESTED_GAIA_RANGE",
+__all__ = ["GAIA_DISTILL_PROMPT_SHA256", "GAIA_DISTRIBUTION", "GAIA_INSTALL_HINT", "TESTED_GAIA_RANGE",
            "installed_gaia_version"]
 
 #: The distribution name of the released GAIA.
@@ -18,6 +18,10 @@ GAIA_DISTRIBUTION = "amd-gaia"
 #: The amd-gaia releases skillsynth's schema and tests were checked against (the ``gaia``
 #: extra pins the same range).
 TESTED_GAIA_RANGE = ">=0.25.1,<0.26"
+
+#: sha256 of the tested release's distillation system prompt (``skill_synthesis``'s
+#: ``DISTILL_SYSTEM_PROMPT``): the drift guard test fails when an installed release changes it.
+GAIA_DISTILL_PROMPT_SHA256 = "1de01ee4adbacceb5c4f4fe6477271e88faaeb5b878a468eb7f86177c2850bf7"
 
 #: What to run when a GAIA-only feature is asked for and amd-gaia is missing.
 GAIA_INSTALL_HINT = "pip install 'skillsynth[gaia]'"
