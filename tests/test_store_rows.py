@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 
 import numpy as np
 import pytest
@@ -107,3 +108,13 @@ def test_outcome_feedback_is_all_or_nothing(store):
     with pytest.raises(StoreError):
         record_outcome(store, [b.id, "proc_missing"], False)
     assert store.get_procedure(b.id).attempt_count == 1  # rolled back
+
+
+def test_info_says_how_much_history_gaias_passes_consumed(store):
+    for sid in ("a", "b", "c"):
+        store.log_tool_call(sid, "read_file", {"p": sid}, "ok", True)
+    with sqlite3.connect(store.path) as conn:  # as GAIA's pass marks them
+        conn.execute("INSERT INTO synthesis_marks (session_id, outcome, marked_at) VALUES "
+                     "('a', 'distilled', 't'), ('b', 'unusable', 't'), ('gone', 'distilled', 't')")
+    assert store.info().synthesis == {"distilled": 1, "unusable": 1, "not_consumed": 1,
+                                      "orphan_marks": 1}  # 'gone' has no calls left

@@ -51,6 +51,9 @@ def _db_info(args: argparse.Namespace) -> int:
     print(f"schema version:  {info.schema_version}")
     print(f"embedder id:     {info.embedder_id or '-'}")
     print(f"sessions:        {info.tool_history_sessions} (with tool calls)")
+    if info.synthesis is not None:
+        parts = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in info.synthesis.items())
+        print(f"synthesis:       {parts}")
     print("rows:")
     for table, n in info.rows.items():
         print(f"  {table:<16} {'(absent)' if n is None else n}")

@@ -340,7 +340,20 @@ class MemoryStore(ProcedureRows):
                     .fetchone()[0] if "tool_history" in names else 0)
         return StoreInfo(str(self.path), self.schema_version(), mode, self.read_only,
                          self.get_meta("embedder_id") if "meta" in names else None, sessions,
-                         counts)
+                         counts, self._synthesis_state(sessions) if {
+                             "synthesis_marks", "tool_history"} <= names else None)
+
+    def _synthesis_state(self, sessions: int) -> dict[str, int]:
+        """How much of the history GAIA's passes consumed, by the outcome of its mark."""
+        known = "SELECT DISTINCT session_id FROM tool_history"
+        out = {str(o): int(n) for o, n in self._conn.execute(
+            f"SELECT outcome, COUNT(*) FROM synthesis_marks WHERE session_id IN ({known}) "
+            "GROUP BY outcome ORDER BY outcome")}
+        out["not_consumed"] = sessions - sum(out.values())
+        out["orphan_marks"] = int(self._conn.execute(
+            f"SELECT COUNT(*) FROM synthesis_marks WHERE session_id NOT IN ({known})"
+        ).fetchone()[0])
+        return out
 
     # ------------------------------------------------------------------ meta
     def get_meta(self, key: str) -> str | None:

@@ -183,6 +183,9 @@ class StoreInfo:
         embedder_id: the embedder whose vectors the store holds (None before any).
         tool_history_sessions: sessions with at least one tool call.
         rows: row count per GAIA table (None: the table is absent at this version).
+        synthesis: GAIA's pass bookkeeping (v5+; None before): sessions with tool calls a
+            pass consumed, by outcome (``distilled``, ``unusable``), ``not_consumed``, and
+            ``orphan_marks`` (marks of sessions with no tool call left: ignored, counted).
     """
 
     path: str
@@ -192,13 +195,15 @@ class StoreInfo:
     embedder_id: str | None
     tool_history_sessions: int
     rows: dict[str, int | None]
+    synthesis: dict[str, int] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready."""
         return {"path": self.path, "schema_version": self.schema_version,
                 "journal_mode": self.journal_mode, "read_only": self.read_only,
                 "embedder_id": self.embedder_id,
-                "tool_history_sessions": self.tool_history_sessions, "rows": dict(self.rows)}
+                "tool_history_sessions": self.tool_history_sessions, "rows": dict(self.rows),
+                "synthesis": self.synthesis}
 
 
 def _in_chunks(values: Iterable[Any], size: int = 500) -> Iterator[tuple[str, list[Any]]]:
