@@ -8,7 +8,7 @@ the same models and the same replay rule, so their KPIs are comparable.
 strategy       synthesis                                   recall
 =============  ==========================================  ==================================
 skillsynth     goal clusters (average linkage at tau)      embeddings, cosine >= tau, top_k
-gaia-greedy    GAIA's greedy seed clustering, re-impl.   embeddings, cosine >= tau, top_k
+gaia-greedy    GAIA's greedy seed clustering               embeddings, cosine >= tau, top_k
                (skillsynth's re-implementation, in
                skillsynth's pass)
 gaia-shipped   the installed amd-gaia's own pass, run      embeddings, cosine >= tau, top_k
