@@ -155,8 +155,10 @@ class ExemplarIndex:
         scores, ids = self._index.search(q, self.exemplars)
         best: dict[str, Recall] = {}
         for s, i in zip(scores[0], ids[0], strict=True):
+            if i < 0:  # FAISS pads a short result with -1
+                continue
             p = self._procs[int(self._owners[int(i)])]
-            if i >= 0 and (p.id not in best or s > best[p.id].score):
+            if p.id not in best or s > best[p.id].score:
                 best[p.id] = Recall(p, float(s))
         return _best_first(best, top_k, tau)
 
