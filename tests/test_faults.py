@@ -351,8 +351,16 @@ def test_a_misbehaving_model_server_ends_the_pass_in_time_and_writes_nothing(
     assert rep.status == status and rep.added == 0
     assert said in (rep.message if status != "ran" else rep.skipped[0][1])
     if status == "ran":
+        # the answer came back, unusable: as GAIA does, the cluster is marked so that no
+        # later pass asks again, and that (with the watermark) is all that was written
         assert rep.qualified == 1 and len(rep.skipped) == 1
-    assert _sha(db) == before  # nothing was written: not a meta row, not a page
+        with MemoryStore.open(db, read_only=True) as store:
+            marks = store.synthesis_marks()
+            assert {m.outcome for m in marks.values()} == {"unusable"}
+            assert sorted(marks) == sorted(rep.handed) and len(marks) == rep.marked_unusable
+            assert store.procedures() == [] and store.synthesis_watermark() == rep.watermark
+    else:
+        assert _sha(db) == before  # nothing was written: not a meta row, not a page
 
 
 # ------------------------------------------------------------------ 4. hostile text

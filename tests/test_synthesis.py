@@ -20,7 +20,7 @@ from skillsynth.config import Thresholds
 from skillsynth.errors import EmbedderError, MalformedSkill
 from skillsynth.models.llm import ChatClient, Endpoint
 from skillsynth.pipeline.cluster import cluster_by_goal
-from skillsynth.pipeline.detect import Watermark, extract_sequences
+from skillsynth.pipeline.detect import extract_sequences
 from skillsynth.pipeline.distill import PROMPT_VERSION, build_messages, distill_cluster
 from skillsynth.pipeline.reconcile import reconcile_and_store
 from skillsynth.pipeline.skill import Skill
@@ -98,7 +98,7 @@ def _dump(path):
 
     conn = sqlite3.connect(path)
     out = {t: conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall()
-           for t in ("procedures", "tool_history", "conversations", "meta")}
+           for t in ("procedures", "tool_history", "conversations", "meta", "synthesis_marks")}
     conn.close()
     return out
 
@@ -161,13 +161,13 @@ def test_floor_llm_down_skips_the_pass_and_leaves_the_store_unchanged(store, db_
         port = s.getsockname()[1]
     llm = ChatClient(Endpoint("local", f"http://127.0.0.1:{port}/v1", "m", max_retries=1,
                               retry_backoff_s=0.01, connect_timeout_s=1))
-    wm = Watermark(tmp_path / "wm.json")
     before = _dump(db_path)
     with caplog.at_level(logging.ERROR, "skillsynth.pipeline.synthesize"):
-        rep = synthesize_skills(store, llm, FakeEmbedder(), Thresholds(), watermark=wm)
+        rep = synthesize_skills(store, llm, FakeEmbedder(), Thresholds())
     assert rep.status == "llm-unavailable" and "unchanged" in caplog.text
     assert _dump(db_path) == before
-    assert wm.read(db_path) == 0  # the sessions will be seen again next pass
+    # no mark and no watermark: the sessions will be read again next pass
+    assert store.synthesis_marks() == {} and store.synthesis_watermark() is None
 
 
 def _invoice_and_mail(store) -> str:
@@ -305,7 +305,7 @@ def test_a_cached_malformed_answer_counts_as_a_cache_hit_on_every_rerun(store, d
     with FakeServer(routes) as srv, CallCache(tmp_path / "cache.db") as cache:
         for expected in ((1, 0), (0, 1), (0, 1)):
             with ChatClient(Endpoint("local", srv.base_url, "m"), cache=cache) as llm:
-                rep = synthesize_skills(store, llm, FakeEmbedder(), Thresholds())
+                rep = synthesize_skills(store, llm, FakeEmbedder(), Thresholds(), force=True)
             assert (rep.llm_calls, rep.cache_hits) == expected
             assert rep.added == 0 and "malformed" in rep.skipped[0][1]
 

@@ -254,7 +254,8 @@ def _provoke(store: MemoryStore, strategy: Strategy, llm: ChatModel, embedder: E
                                  and [h.procedure.id for h in still]
                                  == [h.procedure.id for h in before_recall])
     with _closed_port_client() as down:
-        r = strategy.synthesize(store, down, embedder, config, mode=mode)
+        # forced: the pass before consumed every cluster it distilled (synthesis marks)
+        r = strategy.synthesize(store, down, embedder, config, mode=mode, force=True)
     if r is None or r.qualified == 0:
         out["llm-unavailable"] = None
     else:

@@ -4,8 +4,9 @@ Sessions go into a fresh store one by one, in the order they happened (labels'
 ``started_at``; the recorded order where the importer had to make timestamps up, flagged).
 A synthesis pass runs at each simulated process start (every ``cadence`` sessions, or
 every ``cadence`` days of corpus time), bounded by ``max_clusters_per_pass`` as GAIA's is,
-and, as in GAIA 0.25.1, a session a pass handed to the distiller is not clustered again, so
-later passes reach the clusters a capped pass left over. Every attempt after the k-th of a
+and each pass keeps GAIA 0.25.1's synthesis marks and watermark in the store: a session a
+pass handed to the distiller is not clustered again, so later passes reach the clusters a
+capped pass left over. Every attempt after the k-th of a
 family is a probe: it is recalled for against the store as it is at that moment, then
 joins the history. A probe is therefore never in the store it is recalled against (checked
 for every probe, and counted), and strict's one probe per family becomes every later one.
@@ -169,7 +170,6 @@ def run_rolling(corpus: MemoryStore, store: MemoryStore, *, strategy: Strategy,
     view = store_view(store, strategy, embedder, th, recall_key, split)
     seen: Counter[str] = Counter()
     tasks: set[str] = set()
-    consumed: set[str] = set()
     reports: list[PassReport] = []
     passes: list[PassRecord] = []
     rows: list[ProbeResult] = []
@@ -187,9 +187,8 @@ def run_rolling(corpus: MemoryStore, store: MemoryStore, *, strategy: Strategy,
         if due and strategy.method is not None:
             last_pos, last_day = pos, day
             rep = strategy.synthesize(store, llm, embedder, th, mode=mode, rate=rate,
-                                      outcomes=outcomes, exclude=consumed)
+                                      outcomes=outcomes)
             assert rep is not None  # a strategy with a method synthesizes
-            consumed.update(rep.handed)
             reports.append(rep)
             view = store_view(store, strategy, embedder, th, recall_key, split)
             passes.append(PassRecord(

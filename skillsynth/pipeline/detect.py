@@ -13,7 +13,7 @@ only sessions that gained calls since.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,6 +58,16 @@ class SessionSequence:
         if self.outcome is not None:
             return self.outcome
         return bool(self.calls) and self.calls[-1].success
+
+    @property
+    def started_at(self) -> str:
+        """The time of its first call read (GAIA's ``started_at`` of a DETECT window)."""
+        return self.calls[0].timestamp
+
+    @property
+    def last_at(self) -> str:
+        """The time of its last call read."""
+        return self.calls[-1].timestamp
 
     @property
     def tool_names(self) -> tuple[str, ...]:
@@ -121,11 +131,11 @@ def extract_sequences(
     config: Thresholds,
     since: str | None = None,
     *,
+    newer_than: str | None = None,
     watermark: Watermark | None = None,
     reread: bool = False,
     outcomes: Mapping[str, bool] | None = None,
     advance: bool = True,
-    exclude: Collection[str] = (),
 ) -> DetectReport:
     """Read every session (or, with a watermark, every session with new calls).
 
@@ -133,14 +143,13 @@ def extract_sequences(
         store: the memory database (read-only is fine).
         config: thresholds (``min_steps``).
         since: only calls with ``timestamp >= since`` (GAIA's ISO strings compare as text).
+        newer_than: only calls with ``timestamp > newer_than``: GAIA's synthesis watermark,
+            which bounds a pass's window to what no earlier pass consumed.
         watermark: remember the last call id read; the next pass reads only newer sessions.
         reread: ignore the watermark this time (it is still advanced).
         outcomes: session success labels where known (e.g. from a corpus's labels).
         advance: write the new watermark now; a caller that may still fail (the synthesis
             pass) passes False and writes ``report.watermark_after`` itself on success.
-        exclude: sessions an earlier pass already handed to the distiller (GAIA 0.25.1's
-            synthesis marks): not read again, so later passes reach the clusters a capped
-            pass left over.
 
     Returns:
         A :class:`DetectReport`; ``report.sequences`` holds one entry per session read,
@@ -148,8 +157,7 @@ def extract_sequences(
     """
     before = 0 if (watermark is None or reread) else watermark.read(store.path)
     new_calls = store.tool_calls(after_id=before or None)
-    skip = set(exclude)
-    touched = [s for s in dict.fromkeys(c.session_id for c in new_calls) if s not in skip]
+    touched = list(dict.fromkeys(c.session_id for c in new_calls))
     goals = store.first_user_turns(touched if before else None)
     by_session: dict[str, list[ToolCall]] = {sid: [] for sid in touched}
     if before:
@@ -158,7 +166,8 @@ def extract_sequences(
     else:
         calls = new_calls
     for c in calls:
-        if c.session_id in by_session and (since is None or c.timestamp >= since):
+        if c.session_id in by_session and (since is None or c.timestamp >= since) and (
+                newer_than is None or c.timestamp > newer_than):
             by_session[c.session_id].append(c)
     labels = outcomes or {}
     seqs: list[SessionSequence] = []

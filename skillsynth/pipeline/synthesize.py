@@ -16,12 +16,23 @@ No lock is held while the model answers: the pass distils every cluster first, e
 skills, then writes each reconciled procedure in its own short transaction, so GAIA, an
 import or a second pass can write to the database meanwhile. Never a smaller-model or
 other-backend swap.
+
+Progress, as amd-gaia 0.25.1 keeps it (``synthesis_marks`` and the ``meta`` watermark): the
+window is the sessions with at least ``min_steps`` successful calls newer than the
+watermark; a session already marked is not clustered again; every session of a cluster
+handed to the distiller is marked ``distilled`` (a skill came back) or ``unusable`` (SKIP,
+malformed, ungrounded), and a window session without a goal ``unusable``; the watermark
+then moves to the newest call of the oldest run of consumed sessions (never past one left
+for later, never backwards). ``force`` ignores marks and watermark for one pass (GAIA's
+``force=True``); ``MemoryStore.reset_synthesis_progress`` forgets them. One difference:
+GAIA marks as it goes and keeps what a pass wrote before its model failed; this pass
+writes marks last, with everything else, so a failed pass leaves the store unchanged.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -30,12 +41,12 @@ from ..errors import LLMError, MalformedSkill, UngroundedSkill
 from ..protocols import ChatModel, Embeds
 from ..store import MemoryStore
 from .cluster import Cluster, Method, RateDefinition, cluster_by_goal
-from .detect import Watermark, extract_sequences
+from .detect import SessionSequence, extract_sequences
 from .distill import DistillMode, distill
 from .reconcile import reconcile_and_store
 from .skill import Skill
 
-__all__ = ["PassReport", "synthesize_skills"]
+__all__ = ["NO_GOAL_DETAIL", "PassReport", "advance_watermark", "synthesize_skills"]
 
 log = logging.getLogger("skillsynth.pipeline.synthesize")
 
@@ -50,8 +61,11 @@ class PassReport:
     procedure had their name. ``llm_calls`` and ``cache_hits`` together count every
     distillation answer, malformed ones included, so a warm re-run counts what a cold one did.
     ``would_distill``: a dry run's clusters that would be distilled, as member session ids.
-    ``handed``: the sessions of every cluster whose distillation answer came back (a skill,
-    SKIP, malformed or ungrounded): GAIA 0.25.1 marks them and no later pass reads them.
+    ``handed``: the sessions this pass marked consumed: every member of a cluster whose
+    distillation answer came back (a skill, SKIP, malformed or ungrounded) and every window
+    session without a goal; no later pass clusters them. ``already_consumed``: window
+    sessions earlier passes marked (skipped); ``marked_distilled`` / ``marked_unusable``:
+    this pass's marks by outcome; ``watermark``: the stored watermark after the pass.
     ``failed_shares``: per qualified cluster, the share of members labelled as failed.
     ``left_for_later``: qualified clusters this pass did not hand to the distiller (over a
     per-pass cap); a later pass may reach them.
@@ -79,6 +93,10 @@ class PassReport:
     handed: tuple[str, ...] = ()
     failed_shares: tuple[float, ...] = ()
     left_for_later: int = 0
+    already_consumed: int = 0
+    marked_distilled: int = 0
+    marked_unusable: int = 0
+    watermark: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready (``skillsynth synthesize --json``)."""
@@ -96,9 +114,8 @@ def synthesize_skills(
     method: Method = "agglomerative",
     rate: RateDefinition = "calls",
     mode: DistillMode = "yaml",
-    watermark: Watermark | None = None,
     outcomes: Mapping[str, bool] | None = None,
-    exclude: Collection[str] = (),
+    force: bool = False,
     memory_disabled: bool = False,
     dry_run: bool = False,
 ) -> PassReport:
@@ -111,10 +128,8 @@ def synthesize_skills(
         config: the run's thresholds.
         method, rate: passed to :func:`~skillsynth.pipeline.cluster.cluster_by_goal`.
         mode: ``yaml`` (free-form) or ``json`` (schema-constrained) distillation.
-        watermark: read only sessions new since the last pass.
         outcomes: session success labels, where known.
-        exclude: sessions earlier passes handed to the distiller (``PassReport.handed``):
-            not clustered again (GAIA 0.25.1's synthesis marks).
+        force: ignore the marks and the watermark this pass (they are still written).
         memory_disabled: GAIA's memory is off (``GAIA_MEMORY_DISABLED=1``, read by the
             caller at the edge: :func:`~skillsynth.config.gaia_memory_disabled`).
         dry_run: detect, cluster and report what would be distilled; no LLM call, no write.
@@ -126,18 +141,26 @@ def synthesize_skills(
         log.warning("skill synthesis disabled in config: pass skipped; stored procedures "
                     "stay recallable")
         return PassReport("synthesis-disabled", message="skill_synthesis.enabled is false")
-    detected = extract_sequences(store, config, watermark=watermark, outcomes=outcomes,
-                                 advance=False, exclude=exclude)
-    clusters = cluster_by_goal(detected.qualified, embedder, config, method, rate=rate)
+    progress = store.has_synthesis_progress()
+    since = None if force or not progress else store.synthesis_watermark()
+    detected = extract_sequences(store, config, newer_than=since, outcomes=outcomes,
+                                 advance=False)
+    window = [q for q in detected.sequences if q.successful_calls >= config.min_steps]
+    marked = {} if force else store.synthesis_marks(q.session_id for q in window)
+    goalless = [q.session_id for q in window if q.goal is None and q.session_id not in marked]
+    clusters = cluster_by_goal([q for q in detected.qualified if q.session_id not in marked],
+                               embedder, config, method, rate=rate)
     qualified = [c for c in clusters if c.qualified]
     cap = config.max_clusters_per_pass if config.max_distill_calls_per_pass is None else \
         min(config.max_clusters_per_pass, config.max_distill_calls_per_pass)
     todo = qualified[:cap]
     base: dict[str, Any] = {
-        "sessions": detected.sessions_read, "sessions_without_goal": len(detected.without_goal),
+        "sessions": detected.sessions_read - len(marked),
+        "sessions_without_goal": len(detected.without_goal),
         "clusters": len(clusters), "qualified": len(qualified),
         "failed_shares": tuple(round(c.failed_share, 4) for c in qualified),
-        "left_for_later": len(qualified) - len(todo)}
+        "left_for_later": len(qualified) - len(todo), "already_consumed": len(marked),
+        "watermark": since}
     limit = "max_clusters_per_pass" if cap == config.max_clusters_per_pass else \
         "max_distill_calls_per_pass"
     over = [("cluster", (f"{len(qualified) - len(todo)} qualified cluster(s) over "
@@ -155,25 +178,28 @@ def synthesize_skills(
         # 1. every model call first, holding no lock: GAIA, an import or a second pass can
         #    write to the database meanwhile; a model failure here leaves it untouched
         kept: list[tuple[str, Cluster, Skill]] = []
-        handed: list[str] = []
+        # every cluster whose answer came back is consumed, whatever the answer (a model
+        # failure ends the pass, consuming nothing)
+        unusable: list[tuple[Cluster, str]] = []
         for c in todo:
             label = ",".join(c.session_ids[:3]) + ("…" if c.size > 3 else "")
-            # handed, whatever comes back (a model failure ends the pass, handing nothing)
-            handed.extend(c.session_ids)
             try:
                 d = distill(c, llm, config, mode)
             except UngroundedSkill as exc:
                 log.warning("cluster [%s]: ungrounded skill rejected: %s", label, exc)
                 skipped.append((label, f"ungrounded: {exc}"))
+                unusable.append((c, f"ungrounded: {exc}"))
                 ungrounded += 1
                 continue
             except MalformedSkill as exc:
                 log.warning("cluster [%s]: malformed model output skipped: %s", label, exc)
                 skipped.append((label, f"malformed: {exc}"))
+                unusable.append((c, f"malformed: {exc}"))
                 continue
             if d.skill is None:
                 log.info("cluster [%s]: the model answered SKIP", label)
                 skipped.append((label, "model answered SKIP"))
+                unusable.append((c, "the distiller answered SKIP"))
                 continue
             distilled += 1
             repaired += bool(d.repairs)
@@ -202,11 +228,62 @@ def synthesize_skills(
         return PassReport("llm-unavailable", **base, message=str(exc),
                           llm_calls=llm.calls - calls_before,
                           cache_hits=llm.cache_hits - hits_before)
-    if watermark is not None:
-        watermark.write(store.path, detected.watermark_after)
-    return PassReport("ran", **base, distilled=distilled, added=added, updated=updated,
-                      noop=noop, ungrounded=ungrounded, repaired=repaired,
-                      duplicate_names=renamed, skipped=tuple(skipped),
+    marks = _consume(store, window, marked, goalless, unusable,
+                     [c for _, c, _ in kept]) if progress else _Consumed((), 0, 0, since)
+    return PassReport("ran", **base | {"watermark": marks.watermark}, distilled=distilled,
+                      added=added, updated=updated, noop=noop, ungrounded=ungrounded,
+                      repaired=repaired, duplicate_names=renamed, skipped=tuple(skipped),
                       llm_calls=llm.calls - calls_before,
                       cache_hits=llm.cache_hits - hits_before,
-                      procedure_ids=tuple(ids), handed=tuple(handed))
+                      procedure_ids=tuple(ids), handed=marks.handed,
+                      marked_distilled=marks.distilled, marked_unusable=marks.unusable)
+
+
+@dataclass(frozen=True)
+class _Consumed:
+    handed: tuple[str, ...]
+    distilled: int
+    unusable: int
+    watermark: str | None
+
+
+#: The detail GAIA 0.25.1 writes on the mark of a window session without a user turn.
+NO_GOAL_DETAIL = "no user turn, so there is no goal to cluster on"
+
+
+def _consume(store: MemoryStore, window: Sequence[SessionSequence], marked: Mapping[str, Any],
+             goalless: Sequence[str], unusable: Sequence[tuple[Cluster, str]],
+             distilled: Sequence[Cluster]) -> _Consumed:
+    """Write this pass's marks and advance the watermark, in one short transaction."""
+    with store.transaction():
+        store.mark_sessions(goalless, "unusable", detail=NO_GOAL_DETAIL)
+        for c, why in unusable:
+            store.mark_sessions(c.session_ids, "unusable", goal=c.goals[0], detail=why)
+        for c in distilled:
+            store.mark_sessions(c.session_ids, "distilled", goal=c.goals[0])
+        handed = tuple(dict.fromkeys([*goalless, *(s for c, _ in unusable for s in c.session_ids),
+                                      *(s for c in distilled for s in c.session_ids)]))
+        stored = store.synthesis_watermark()
+        moved = advance_watermark(window, set(marked) | set(handed), stored)
+        if moved is not None:
+            store.set_synthesis_watermark(moved)
+    return _Consumed(handed, sum(c.size for c in distilled),
+                     len(goalless) + sum(c.size for c, _ in unusable), moved or stored)
+
+
+def advance_watermark(window: Sequence[SessionSequence], consumed: set[str],
+                      stored: str | None) -> str | None:
+    """The new watermark after a pass, or None when it does not move (GAIA 0.25.1's rule).
+
+    It may only pass a contiguous run of consumed sessions: it stops below the first call
+    of the oldest session left unconsumed (a cluster over the cap, a goal not yet recurring
+    ``min_occurrences`` times), so nothing above it is skipped; it never moves backwards.
+    """
+    left = [q.started_at for q in window if q.session_id not in consumed]
+    done = [q.last_at for q in window if q.session_id in consumed]
+    if left:
+        done = [t for t in done if t < min(left)]
+    if not done:
+        return None
+    candidate = max(done)
+    return None if stored is not None and candidate <= stored else candidate

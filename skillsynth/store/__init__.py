@@ -11,6 +11,7 @@ can be opened ``read_only=True``; that open changes no byte of the file and crea
 from .compare import compare_schema
 from .gaia_release import installed_gaia_version
 from .memory import CURRENT_VERSION, MemoryStore
+from .progress import Mark
 from .rows import (
     MigrationReport,
     Procedure,
@@ -25,6 +26,7 @@ from .rows import (
 
 __all__ = [
     "CURRENT_VERSION",
+    "Mark",
     "MemoryStore",
     "MigrationReport",
     "Procedure",

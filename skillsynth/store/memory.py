@@ -19,6 +19,7 @@ from urllib.parse import quote
 from ..errors import ReadOnlyStoreError, SchemaError, StoreError
 from . import schema
 from .procedures import ProcedureRows
+from .progress import SynthesisProgress
 from .rows import (
     MigrationReport,
     StoreInfo,
@@ -35,7 +36,7 @@ __all__ = ["CURRENT_VERSION", "MemoryStore"]
 CURRENT_VERSION = schema.CURRENT_VERSION
 
 
-class MemoryStore(ProcedureRows):
+class MemoryStore(ProcedureRows, SynthesisProgress):
     """A GAIA ``memory.db`` on disk.
 
     Use :meth:`init` for a new database and :meth:`open` for an existing one. The object

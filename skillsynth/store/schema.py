@@ -210,6 +210,13 @@ def create_statements(version: int = CURRENT_VERSION) -> list[str]:
 GAIA_TABLES = ["schema_version", "conversations", "knowledge", "tool_history", "meta",
                "procedures", "skill_deltas", "synthesis_marks", "forgotten"]
 
+#: ``meta`` key of the synthesis watermark: the newest ``tool_history`` timestamp a pass
+#: fully consumed (amd-gaia 0.25.1; the next pass reads only calls strictly newer).
+SYNTHESIS_WATERMARK_KEY = "skill_synthesis_watermark"
+#: The outcomes a ``synthesis_marks`` row may hold: a procedure came of the session's
+#: cluster, or the distiller could not make one (SKIP, malformed) or the session had no goal.
+SYNTHESIS_OUTCOMES = ("distilled", "unusable")
+
 #: GAIA truncates these tool_history columns to this many characters when logging.
 TOOL_TEXT_LIMIT = 500
 #: GAIA (0.25.1) cuts a conversation turn to this many characters (and skips empty ones).

@@ -30,7 +30,7 @@ recall is skillsynth's, over the when_to_use vectors GAIA stores in ``procedures
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -91,17 +91,18 @@ class Strategy:
     def synthesize(self, store: MemoryStore, llm: ChatModel, embedder: Embeds, config: Thresholds,
                    *, mode: DistillMode = "json", memory_disabled: bool = False,
                    rate: RateDefinition = "calls", outcomes: Mapping[str, bool] | None = None,
-                   exclude: Collection[str] = ()) -> PassReport | None:
+                   force: bool = False) -> PassReport | None:
         """One synthesis pass over ``store`` (None when the design has no synthesis).
 
-        ``rate``, ``outcomes`` and ``exclude`` go to
-        :func:`~skillsynth.pipeline.synthesize.synthesize_skills`.
+        ``rate``, ``outcomes`` and ``force`` go to
+        :func:`~skillsynth.pipeline.synthesize.synthesize_skills`; the pass keeps GAIA's
+        synthesis marks and watermark in ``store``, so a later pass skips what it consumed.
         """
         if self.method is None:
             return None
         return synthesize_skills(store, llm, embedder, self.synthesis_config(config),
                                  method=self.method, mode=mode, rate=rate, outcomes=outcomes,
-                                 exclude=exclude, memory_disabled=memory_disabled)
+                                 force=force, memory_disabled=memory_disabled)
 
     def check_available(self) -> None:
         """Raise unless what this design runs is installed (every built-in one is)."""
@@ -143,8 +144,8 @@ class GaiaShipped(Strategy):
     """The installed amd-gaia's own synthesis pass (:mod:`.gaia_shipped`), skillsynth's recall.
 
     ``method`` names GAIA's clustering for records; the pass itself is GAIA's. ``mode`` is
-    ignored (GAIA has one prompt, free-form YAML) and so is ``exclude``: GAIA keeps its own
-    ``synthesis_marks`` in the store, and ``PassReport.handed`` reads them back.
+    ignored (GAIA has one prompt, free-form YAML). GAIA keeps its own ``synthesis_marks`` in
+    the store, and ``PassReport.handed`` reads them back.
     """
 
     def check_available(self) -> None:
@@ -165,12 +166,12 @@ class GaiaShipped(Strategy):
     def synthesize(self, store: MemoryStore, llm: ChatModel, embedder: Embeds, config: Thresholds,
                    *, mode: DistillMode = "json", memory_disabled: bool = False,
                    rate: RateDefinition = "calls", outcomes: Mapping[str, bool] | None = None,
-                   exclude: Collection[str] = ()) -> PassReport | None:
-        """One pass of GAIA's ``_synthesize_skills`` over ``store``."""
+                   force: bool = False) -> PassReport | None:
+        """One pass of GAIA's ``_synthesize_skills(force=force)`` over ``store``."""
         self.check_rate(rate)
         return gaia_shipped_pass(store, llm, embedder, self.synthesis_config(config),
                                  memory_disabled=memory_disabled, outcomes=outcomes,
-                                 exclude=exclude)
+                                 force=force)
 
 
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in (

@@ -42,7 +42,7 @@ import importlib
 import logging
 import threading
 import warnings
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -208,7 +208,7 @@ def _gaia_settings(block: Mapping[str, Any]) -> Iterator[None]:
 def gaia_shipped_pass(store: MemoryStore, llm: ChatModel, embedder: Embeds,
                       config: Thresholds, *, memory_disabled: bool = False,
                       outcomes: Mapping[str, bool] | None = None,
-                      exclude: Collection[str] = ()) -> PassReport:
+                      force: bool = False) -> PassReport:
     """Run amd-gaia's own ``_synthesize_skills`` once on ``store`` and report it.
 
     Args:
@@ -220,9 +220,7 @@ def gaia_shipped_pass(store: MemoryStore, llm: ChatModel, embedder: Embeds,
             ``GAIA_MEMORY_DISABLED=1``.
         outcomes: session success labels, for ``failed_shares`` only (GAIA qualifies
             clusters by its per-call rate).
-        exclude: ignored by GAIA, which keeps its own ``synthesis_marks`` in the store;
-            sessions named here that GAIA has not marked are logged (an evaluation that
-            passes ``PassReport.handed`` back passes exactly GAIA's marks).
+        force: GAIA's ``force=True``: ignore its marks and watermark this pass.
 
     Raises:
         EvaluationError: amd-gaia is not installed.
@@ -246,31 +244,34 @@ def gaia_shipped_pass(store: MemoryStore, llm: ChatModel, embedder: Embeds,
     try:
         with _PASS_LOCK, _gaia_settings(block):
             return _run(store, gaia_store, host_type(gaia_store, chat, embedder), chat,
-                        llm, config, block, outcomes or {}, exclude)
+                        llm, config, block, outcomes or {}, force)
     finally:
         gaia_store.close()
 
 
 def _run(store: MemoryStore, gaia_store: Any, host: Any, chat: _ChatSeam, llm: ChatModel,
          config: Thresholds, block: Mapping[str, Any], outcomes: Mapping[str, bool],
-         exclude: Collection[str]) -> PassReport:
-    marks_before = set(gaia_store.get_synthesis_marks())
-    unknown = set(exclude) - marks_before
-    if unknown:
-        log.warning("%d excluded session(s) carry no GAIA mark; GAIA's pass reads them "
-                    "(it excludes by its own synthesis_marks only)", len(unknown))
-    window = [s for s in gaia_store.iter_sessions(since=gaia_store.get_synthesis_watermark(),
-                                                  min_steps=config.min_steps)
-              if s["session_id"] not in marks_before]
+         force: bool) -> PassReport:
+    marks_before = gaia_store.get_synthesis_marks()
+    past = gaia_store.iter_sessions(
+        since=None if force else gaia_store.get_synthesis_watermark(),
+        min_steps=config.min_steps)
+    window = [s for s in past if force or s["session_id"] not in marks_before]
     before = {p.id: p.superseded_by for p in store.procedures()}
     calls_before, hits_before = llm.calls, llm.cache_hits
-    result = host._synthesize_skills()
+    result = host._synthesize_skills(force=force)
     if chat.error is not None and not isinstance(chat.error, LLMError):
         raise chat.error  # a fault, not an unavailable model: GAIA would have hidden it
-    handed = tuple(sorted(set(gaia_store.get_synthesis_marks()) - marks_before))
+    # new marks, and (forced) marks the pass wrote again
+    new = {sid: m for sid, m in gaia_store.get_synthesis_marks().items()
+           if marks_before.get(sid) != m}
     base = _counts(store, host, chat, result, window, before, block, outcomes)
-    base.update(handed=handed, llm_calls=llm.calls - calls_before,
-                cache_hits=llm.cache_hits - hits_before)
+    base.update(handed=tuple(sorted(new)), llm_calls=llm.calls - calls_before,
+                cache_hits=llm.cache_hits - hits_before,
+                already_consumed=len(past) - len(window),
+                marked_distilled=sum(m["outcome"] == "distilled" for m in new.values()),
+                marked_unusable=sum(m["outcome"] == "unusable" for m in new.values()),
+                watermark=gaia_store.get_synthesis_watermark())
     if not config.enabled:
         return PassReport("synthesis-disabled", message="skill_synthesis.enabled is false")
     if chat.error is not None:
