@@ -199,3 +199,38 @@ def test_marks_and_watermark_match_the_released_gaias_pass_by_pass(tmp_path):
     everything = {f"{fam}-{a}" for st in stages for fam, a in st}
     assert set(seen[-1][0]) == everything - {"jira-4", "jira-5"}
     assert ours_state[1] == "2026-01-04T10:00:01.000000+00:00"  # invoice-4, below jira-4
+
+
+def test_db_info_shows_consumption_and_reset_synthesis_forgets_it(store, db_path, capsys):
+    from skillsynth.cli import main
+
+    for a in (1, 2, 3):
+        _log(store, "invoice", a)
+    _log(store, "mail", 1)
+    _pass(store)
+    assert main(["db", "info", str(db_path), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["synthesis"] == {"distilled": 3, "not_consumed": 1, "orphan_marks": 0}
+    assert info["synthesis_watermark"] == "2026-01-01T10:00:00.000000+00:00"
+    assert main(["db", "reset-synthesis", str(db_path)]) == 0
+    assert "3 synthesis mark(s) cleared, watermark cleared" in capsys.readouterr().out
+    assert main(["db", "info", str(db_path)]) == 0
+    out = capsys.readouterr().out
+    assert "synthesis:       not consumed 4, orphan marks 0" in out
+    assert "watermark:       - (no pass consumed anything)" in out
+    assert len(store.procedures()) == 1  # the procedure stays
+
+
+def test_tuning_views_show_how_much_of_the_history_is_consumed(store, db_path):
+    from skillsynth.evaluation.tuning import TuningSession
+
+    for a in (1, 2, 3):
+        _log(store, "invoice", a)
+        _log(store, "mail", a)
+    _pass(store, SkippingDistiller("mail"))
+    ts = TuningSession.prepare(db_path, FakeFamilyEmbedder())
+    summary = ts.view(TH).summary()
+    assert (summary["history_distilled"], summary["history_unusable"],
+            summary["history_not_consumed"]) == (3, 3, 0)
+    # the view previews a pass over the whole history, consumed sessions included
+    assert summary["qualified_clusters"] == 2

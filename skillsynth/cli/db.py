@@ -54,10 +54,22 @@ def _db_info(args: argparse.Namespace) -> int:
     if info.synthesis is not None:
         parts = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in info.synthesis.items())
         print(f"synthesis:       {parts}")
+        print(f"watermark:       {info.synthesis_watermark or '- (no pass consumed anything)'}")
     print("rows:")
     for table, n in info.rows.items():
         print(f"  {table:<16} {'(absent)' if n is None else n}")
     return EXIT_OK
+
+def _db_reset_synthesis(args: argparse.Namespace) -> int:
+    if not Path(args.path).exists():
+        raise UsageError(f"{args.path}: no such file")
+    with MemoryStore.open(args.path) as store:
+        out = store.reset_synthesis_progress()
+    print(f"{args.path}: {out['marks_cleared']} synthesis mark(s) cleared, watermark "
+          f"{'cleared' if out['watermark_cleared'] else 'was not set'}; the next pass "
+          "re-reads the whole history (procedures are kept)")
+    return EXIT_OK
+
 
 def register(sub: Any) -> None:
     """Add this group's commands to the ``skillsynth`` parser."""
@@ -72,3 +84,7 @@ def register(sub: Any) -> None:
     p = command(dbs, "info", "schema version and row counts (opens read-only)", _db_info)
     p.add_argument("path", help="the database file to inspect")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p = command(dbs, "reset-synthesis",
+                "forget GAIA's synthesis marks and watermark (procedures are kept)",
+                _db_reset_synthesis)
+    p.add_argument("path", help="the database file (written)")

@@ -32,7 +32,7 @@ def _synthesize(args: argparse.Namespace) -> int:
     with MemoryStore.open(args.db, read_only=args.dry_run) as store, clients(args) as (c, e):
         check_store_embedder(store, e, record=False)  # refuse a mix before any work
         rep = synthesize_skills(store, c, e, th, method=args.method, rate=args.rate,
-                                mode=args.mode, dry_run=args.dry_run,
+                                mode=args.mode, dry_run=args.dry_run, force=args.force,
                                 memory_disabled=gaia_memory_disabled())
     if args.json:
         print_json(rep.as_dict())
@@ -103,7 +103,8 @@ def _procedures(args: argparse.Namespace) -> int:
 def register(sub: Any) -> None:
     """Add this group's commands to the ``skillsynth`` parser."""
     p = command(sub, "synthesize", "run one synthesis pass over a memory.db", _synthesize)
-    p.add_argument("db", help="the memory.db (written: procedures and meta.embedder_id)")
+    p.add_argument("db", help="the memory.db (written: procedures, synthesis marks, the "
+                              "watermark and meta.embedder_id)")
     p.add_argument("--method", choices=("agglomerative", "hdbscan", "gaia-greedy", "per-session"),
                    default="agglomerative", help="goal clustering method")
     p.add_argument("--rate", choices=("calls", "session"), default="calls",
@@ -112,6 +113,10 @@ def register(sub: Any) -> None:
                    help="free-form YAML distillation (GAIA) or JSON-schema constrained")
     p.add_argument("--dry-run", action="store_true",
                    help="detect and cluster only; no model call, nothing written")
+    p.add_argument("--force", action="store_true",
+                   help="ignore GAIA's synthesis marks and watermark this pass (sessions "
+                        "earlier passes consumed are read again); `skillsynth db "
+                        "reset-synthesis` forgets them for good")
     model_options(p)
     p = command(sub, "recall", "the procedures a goal would recall (read-only)", _recall)
     p.add_argument("db", help="the memory.db")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -175,6 +175,7 @@ class TuningView:
     malformed: int
     recalls: list[RecallDecision]
     prompt: PromptSize
+    consumed: Mapping[str, int] | None = None
 
     @property
     def mean_prompt_chars(self) -> float | None:
@@ -212,7 +213,8 @@ class TuningView:
                 "right": sum(bool(r.right) for r in decided),
                 "mean_prompt_chars": self.mean_prompt_chars,
                 "largest_prompt_chars": self.prompt.chars,
-                "largest_prompt_tokens_estimate": self.prompt.tokens_estimate}
+                "largest_prompt_tokens_estimate": self.prompt.tokens_estimate} | {
+                    f"history_{k}": v for k, v in (self.consumed or {}).items()}
 
 
 @dataclass
@@ -227,6 +229,10 @@ class TuningSession:
     probe_vectors: np.ndarray
     pairs: PairSample
     embedder: Embeds
+    #: How much of the history GAIA's passes already consumed, by outcome (``db info``'s
+    #: synthesis line); None for a file without ``synthesis_marks``. Views preview a pass
+    #: over the whole history, as ``skillsynth synthesize --force`` would run it.
+    consumed: Mapping[str, int] | None = None
     _groups: dict[tuple[str, float, int], list[Cluster]] = field(default_factory=dict)
     _wtu: dict[str, np.ndarray] = field(default_factory=dict)
 
@@ -252,6 +258,7 @@ class TuningSession:
         with MemoryStore.open(db, read_only=True) as store:
             det = extract_sequences(store, Thresholds(min_steps=min_steps), advance=False)
             goals = store.first_user_turns([p.session_id for p in probe_labels])
+            consumed = store.info().synthesis
         seqs = tuple(s for s in det.qualified if split is None or s.session_id in split.history)
         if not seqs:
             raise EvaluationError(f"{db}: no history session has a goal and {min_steps} "
@@ -262,7 +269,8 @@ class TuningSession:
         pv = embedder.embed([g for _, _, g in probes], kind="query") if probes else \
             np.zeros((0, vectors.shape[1]), np.float32)
         pairs = sample_pairs(vectors, [fam.get(s.session_id) for s in seqs], seed=seed)
-        return cls(db, seqs, vectors, fam, probes, np.asarray(pv, np.float32), pairs, embedder)
+        return cls(db, seqs, vectors, fam, probes, np.asarray(pv, np.float32), pairs, embedder,
+                   consumed)
 
     def clusters(self, config: Thresholds, method: Method = "agglomerative") -> list[Cluster]:
         """Clusters at ``config``; grouping is cached per (method, tau)."""
@@ -329,7 +337,7 @@ class TuningSession:
         recalls, largest = self._recall(procs, config)
         return TuningView(config, method, pair_stats(self.pairs, config.similarity_tau),
                           clusters, procs, missing, malformed, recalls,
-                          prompt_size(largest, config))
+                          prompt_size(largest, config), self.consumed)
 
     def _recall(self, procs: Sequence[PreviewProcedure], config: Thresholds
                 ) -> tuple[list[RecallDecision], list[Skill]]:

@@ -342,7 +342,8 @@ class MemoryStore(ProcedureRows, SynthesisProgress):
         return StoreInfo(str(self.path), self.schema_version(), mode, self.read_only,
                          self.get_meta("embedder_id") if "meta" in names else None, sessions,
                          counts, self._synthesis_state(sessions) if {
-                             "synthesis_marks", "tool_history"} <= names else None)
+                             "synthesis_marks", "tool_history"} <= names else None,
+                         self.synthesis_watermark())
 
     def _synthesis_state(self, sessions: int) -> dict[str, int]:
         """How much of the history GAIA's passes consumed, by the outcome of its mark."""

@@ -186,6 +186,7 @@ class StoreInfo:
         synthesis: GAIA's pass bookkeeping (v5+; None before): sessions with tool calls a
             pass consumed, by outcome (``distilled``, ``unusable``), ``not_consumed``, and
             ``orphan_marks`` (marks of sessions with no tool call left: ignored, counted).
+        synthesis_watermark: the newest call time a pass fully consumed (None: none yet).
     """
 
     path: str
@@ -196,6 +197,7 @@ class StoreInfo:
     tool_history_sessions: int
     rows: dict[str, int | None]
     synthesis: dict[str, int] | None = None
+    synthesis_watermark: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready."""
@@ -203,7 +205,7 @@ class StoreInfo:
                 "journal_mode": self.journal_mode, "read_only": self.read_only,
                 "embedder_id": self.embedder_id,
                 "tool_history_sessions": self.tool_history_sessions, "rows": dict(self.rows),
-                "synthesis": self.synthesis}
+                "synthesis": self.synthesis, "synthesis_watermark": self.synthesis_watermark}
 
 
 def _in_chunks(values: Iterable[Any], size: int = 500) -> Iterator[tuple[str, list[Any]]]:
