@@ -19,6 +19,7 @@ distillation.
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -59,13 +60,15 @@ class PassRecord:
         index: 0-based.
         at_session: sessions already in the store when it ran.
         status: the pass's status (``ran``, ``llm-unavailable``, ...).
-        read: sessions the pass read (those no earlier pass handed to the distiller).
+        read: sessions the pass read (past the watermark, not marked consumed).
         qualified, distilled, added, updated: the pass's counts.
         left_for_later: qualified clusters the pass did not hand to the distiller (over
             ``max_clusters_per_pass``, or gaia-shipped's two distillations a pass); a later
             pass may reach them.
         llm_calls, cache_hits: distillation answers, uncached and cached.
         active_procedures: active procedures after the pass.
+        wall_s: the pass's wall time (model answers included, cached or not).
+        consumed: sessions marked consumed after the pass (all passes so far).
     """
 
     index: int
@@ -80,6 +83,8 @@ class PassRecord:
     llm_calls: int
     cache_hits: int
     active_procedures: int
+    wall_s: float = 0.0
+    consumed: int = 0
 
 
 @dataclass(frozen=True)
@@ -186,15 +191,18 @@ def run_rolling(corpus: MemoryStore, store: MemoryStore, *, strategy: Strategy,
             (day - last_day >= cadence)
         if due and strategy.method is not None:
             last_pos, last_day = pos, day
+            t0 = time.perf_counter()
             rep = strategy.synthesize(store, llm, embedder, th, mode=mode, rate=rate,
                                       outcomes=outcomes)
+            took = time.perf_counter() - t0
             assert rep is not None  # a strategy with a method synthesizes
             reports.append(rep)
             view = store_view(store, strategy, embedder, th, recall_key, split)
             passes.append(PassRecord(
                 len(passes), pos, rep.status, rep.sessions, rep.qualified, rep.distilled,
                 rep.added, rep.updated, rep.left_for_later,
-                rep.llm_calls, rep.cache_hits, len(store.procedures(active_only=True))))
+                rep.llm_calls, rep.cache_hits, len(store.procedures(active_only=True)),
+                round(took, 3), len(store.synthesis_marks())))
         family = split.family(sid)
         label = labels.get(sid)
         if family is not None and seen[family] >= k:
