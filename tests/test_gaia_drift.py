@@ -1,7 +1,8 @@
 """Drift guard: what skillsynth assumes about GAIA, against the installed amd-gaia.
 
-skillsynth's `Thresholds` defaults, its `gaia691` name rule, its distillation sampling and the
-GAIA distillation prompt it was checked against are GAIA's facts copied into skillsynth;
+skillsynth's `Thresholds` defaults, its `gaia691` name rule, its distillation sampling, the
+GAIA distillation prompt it was checked against and the keys of GAIA's synthesis bookkeeping
+are GAIA's facts copied into skillsynth;
 a new amd-gaia release can change any of them. This test reads them from the installed
 release and fails naming the first difference. Differences skillsynth keeps on purpose are
 listed in KNOWN with the reason, and the test fails if one of them goes away too (then the
@@ -17,6 +18,7 @@ import pytest
 
 from skillsynth.config import Thresholds
 from skillsynth.pipeline import distill, skill
+from skillsynth.store import schema
 from skillsynth.store.gaia_release import GAIA_DISTILL_PROMPT_SHA256
 
 WHY = ("amd-gaia is not installed (pip install 'skillsynth[gaia]'); the drift guard reads "
@@ -30,8 +32,14 @@ KNOWN = {
 
 
 def _pairs(g: ModuleType) -> list[tuple[str, object, object]]:
+    from gaia.agents.base.memory_store import MemoryStore as GaiaStore
+
     th = Thresholds()
     return [
+        ("synthesis watermark meta key", GaiaStore._SYNTHESIS_WATERMARK_META_KEY,
+         schema.SYNTHESIS_WATERMARK_KEY),
+        ("synthesis mark outcomes", tuple(GaiaStore.SYNTHESIS_OUTCOMES),
+         schema.SYNTHESIS_OUTCOMES),
         ("min_steps", g.MIN_STEPS, th.min_steps),
         ("min_occurrences", g.MIN_OCCURRENCES, th.min_occurrences),
         ("min_success_rate", g.MIN_SUCCESS_RATE, th.min_success_rate),
