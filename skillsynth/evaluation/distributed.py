@@ -50,7 +50,8 @@ from ..models.backend import BackendSpec
 from .protocol import SUMMARY
 from .sweep_spec import Point, SweepSpec
 
-__all__ = ["CONNECT_TIMEOUT_S", "LOCAL", "ClusterFacts", "open_cluster", "run_points_on_cluster"]
+__all__ = ["CONNECT_TIMEOUT_S", "LOCAL", "ClusterFacts", "open_cluster",
+           "register_model_servers", "run_points_on_cluster"]
 
 #: The ``cluster`` value that starts a LocalCluster on this machine.
 LOCAL = "local"
@@ -202,6 +203,12 @@ class ModelServers(WorkerPlugin):  # type: ignore[misc]
             return replace(self._served[key], cache=spec.cache)
 
 
+def register_model_servers(client: Any, backend: BackendSpec) -> None:
+    """Give every worker of a remote cluster its :class:`ModelServers` (a ``local`` backend)."""
+    if backend.backend == "local":
+        client.register_plugin(ModelServers(), name=_PLUGIN)
+
+
 def _worker_backend(spec: BackendSpec) -> BackendSpec:
     """The backend as this worker resolves it (see :class:`ModelServers`)."""
     if spec.backend != "local":
@@ -261,8 +268,6 @@ def run_points_on_cluster(client: Any, facts: ClusterFacts, todo: Sequence[Point
     """
     from distributed import as_completed
 
-    if not facts.local and backend.backend == "local":
-        client.register_plugin(ModelServers(), name=_PLUGIN)
     ran: list[str] = []
     failed: dict[str, str] = {}
     bar = None
@@ -294,4 +299,6 @@ def run_points_on_cluster(client: Any, facts: ClusterFacts, todo: Sequence[Point
                 bar.update(1)
     if bar is not None:
         bar.close()
+    for stale in (run_dir / "points").glob(".staging-*"):  # lost workers' attempts
+        shutil.rmtree(stale, ignore_errors=True)
     return ran, failed

@@ -310,8 +310,11 @@ def run_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval/
         if skipped:
             log(f"{len(skipped)} of {len(points)} point(s) already done; running {len(todo)}")
         corpus = None if spec.history == "live" else _build_corpus(spec, run_dir, log).resolve()
-        if facts is not None and not facts.local:  # the workers resolve the models
-            backend = _backend_spec(spec, cache_path)
+        if client is not None and facts is not None and not facts.local:
+            from .distributed import register_model_servers
+
+            backend = _backend_spec(spec, cache_path)  # the workers resolve the models
+            register_model_servers(client, backend)
         else:
             backend = stack.enter_context(_shared_backend(spec, cache_path))
         if corpus is None:  # the agent's own runs are the corpus: they need the model
