@@ -227,3 +227,25 @@ def test_a_results_path_the_workers_cannot_write_fails_before_any_point(tmp_path
         proc.wait(30)
         os.chmod(points, 0o755)
     assert not (results / "ci" / "corpus").exists()
+
+
+def test_a_named_endpoint_backend_is_checked_when_the_spec_loads(tmp_path):
+    # `endpoints`: servers every worker uses; its URLs are required and keys are checked
+    import yaml
+
+    from skillsynth.errors import ConfigError
+    from skillsynth.evaluation.sweep import SweepSpec
+
+    base = yaml.safe_load(CI_SPEC.read_text())
+    spec = tmp_path / "s.yaml"
+    spec.write_text(yaml.safe_dump(base | {"backend": {"backend": "endpoints"}}))
+    with pytest.raises(ConfigError, match="needs chat_url, chat_model, embed_url"):
+        SweepSpec.load(spec)
+    spec.write_text(yaml.safe_dump(base | {"backend": {"backend": "local", "chat_modl": "x"}}))
+    with pytest.raises(ConfigError, match=r"unknown backend key\(s\) \['chat_modl'\]"):
+        SweepSpec.load(spec)
+    named = {"backend": "endpoints", "chat_url": "http://m:8080/v1", "chat_model": "c",
+             "embed_url": "http://m:8081/v1", "embed_model": "e"}
+    spec.write_text(yaml.safe_dump(base | {"backend": named}))
+    b = SweepSpec.load(spec).backend_spec("cache.db")
+    assert (b.backend, b.chat_url, b.cache) == ("endpoints", "http://m:8080/v1", "cache.db")

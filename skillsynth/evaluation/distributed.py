@@ -50,8 +50,17 @@ from ..models.backend import BackendSpec
 from .protocol import SUMMARY
 from .sweep_spec import Point, SweepSpec
 
-__all__ = ["CONNECT_TIMEOUT_S", "LOCAL", "ClusterFacts", "open_cluster",
-           "register_model_servers", "run_points_on_cluster"]
+__all__ = [
+    "CONNECT_TIMEOUT_S",
+    "LOCAL",
+    "ClusterFacts",
+    "ModelServers",
+    "check_workers",
+    "on_worker",
+    "open_cluster",
+    "register_model_servers",
+    "run_points_on_cluster",
+]
 
 #: The ``cluster`` value that starts a LocalCluster on this machine.
 LOCAL = "local"

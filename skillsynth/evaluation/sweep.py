@@ -14,7 +14,8 @@ models once (their URLs go to every point), executes the packaged notebook
 * ``similarity.json``: same-family and different-family goal similarities (where tau sits);
 * ``results.jsonl`` and ``summary.json``: every point's rows and KPIs together.
 
-The spec itself (keys, checks, grid expansion) is :mod:`.sweep_spec`.
+The spec itself (keys, checks, grid expansion) is :mod:`.sweep_spec`; points on a Dask
+cluster (``cluster=``) are :mod:`.distributed`.
 
 Distillations are shared across points through the call cache: points that differ only in
 recall settings (tau for recall, max_recall_body_chars) ask the model the same questions.
@@ -164,13 +165,7 @@ class SweepReport:
 def _backend_spec(spec: SweepSpec, cache: str | None) -> BackendSpec:
     """The spec's backend as configured, nothing started (a remote cluster's workers
     resolve ``local`` themselves)."""
-    conf = dict(spec.backend)
-    name = conf.pop("backend", "local")
-    timeout = float(conf.pop("timeout_s", 300.0))
-    if name not in ("local", "lemonade", "endpoints"):
-        raise ConfigError(f"sweep backend must be local, lemonade or endpoints, got {name!r}",
-                          key="backend", source=spec.source or None)
-    return BackendSpec(name, cache=cache, timeout_s=timeout, **conf)
+    return spec.backend_spec(cache)
 
 
 @contextlib.contextmanager
