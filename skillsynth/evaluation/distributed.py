@@ -100,9 +100,13 @@ def open_cluster(cluster: str, *, workers: int, timeout_s: float = CONNECT_TIMEO
     if cluster == LOCAL:
         # one thread per worker: a point is a kernel process; threads would only queue
         # papermill calls inside one worker
-        with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                          dashboard_address=None, silence_logs=logging.ERROR) as lc, \
-                Client(lc) as client:
+        try:
+            lc = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                              dashboard_address=None, silence_logs=logging.ERROR)
+        except (OSError, TimeoutError, RuntimeError) as exc:
+            raise EvaluationError(f"cannot start a Dask LocalCluster of {workers} worker "
+                                  f"process(es): {type(exc).__name__}: {exc}") from exc
+        with lc, Client(lc) as client:
             yield client, True
         return
     try:

@@ -4,7 +4,8 @@ A warm point asks the models nothing (every answer is in the call cache), so its
 the sweep machinery's: kernel start-up, imports, and the point's own stages (corpus load,
 clustering, recall, validation, live replay, floors, bootstrap, report), read from each
 point's ``timings.json``. The target it is held to: a warm sweep of P points on W workers
-takes under twice ``single point x P / W``, where the single point is one point run alone.
+takes under twice ``single point x P / W``, where the single point is one point run alone
+(in this process's thread pool, whatever runs the sweep).
 """
 
 from __future__ import annotations
@@ -62,11 +63,14 @@ def bench_sweep(spec: str | Path, *, cache: str, repeats: int = 3, workers: int 
                           "workers": n_workers, "cluster": cluster}
     log(f"warm-up: {full.name}, {n_points} point(s)")
     run_sweep(full, results_root=root / "warm-up", **kw)
+    # the single point is the point's own cost: one worker of the thread pool, never a
+    # cluster (a fresh cluster's start-up is the sweep's overhead, not the point's)
+    kw_single = kw | {"cluster": None, "workers": 1}
     stages: dict[str, list[float]] = {s: [] for s in STAGES}
     single_point, single_sweep, sweep_s = [], [], []
     try:
         for i in range(repeats):
-            rep = run_sweep(single, results_root=root / f"single-{i}", **kw)
+            rep = run_sweep(single, results_root=root / f"single-{i}", **kw_single)
             single_sweep.append(rep.wall_s)
             for t in _timings(rep.run_dir):
                 single_point.append(t["notebook_s"])

@@ -207,6 +207,8 @@ def _execute_point(point: Point, spec: SweepSpec, corpus: Path, backend: Backend
               **point.settings(spec), "cadence": spec.cadence,
               "cadence_unit": spec.cadence_unit,
               "backend": asdict(backend), "out_dir": str(point_dir)}
+    import papermill  # noqa: F401 (a fresh Dask worker's first import is not kernel start)
+
     t0 = time.perf_counter()
     execute_notebook(notebook, point_dir / "point.ipynb", params, cwd=point_dir,
                      timeout_s=spec.point_timeout_s)
