@@ -131,6 +131,42 @@ def test_a_worker_killed_mid_point_is_retried_and_the_aggregate_is_identical(ser
     assert not list((tmp / "killed" / "ci" / "points").glob(".staging-*"))
 
 
+def _llama_servers(root) -> dict[int, int]:
+    import psutil
+
+    out = {}
+    for c in root.children(recursive=True):
+        try:
+            if "llama-server" in " ".join(c.cmdline()):
+                out[c.pid] = c.ppid()
+        except psutil.Error:  # a kernel that ended meanwhile
+            continue
+    return out
+
+
+def test_an_existing_scheduler_runs_the_points_with_models_started_per_worker(serial, scheduler):
+    # a remote cluster: this process starts no model; the worker starts its own embedded
+    # models (the plugin) for the goal similarities and its points
+    import psutil
+
+    tmp, cache, first = serial
+    proc = _worker(scheduler)
+    try:
+        rep = run_sweep(CI_SPEC, results_root=tmp / "remote", cache=str(cache), progress=False,
+                        log=_quiet, cluster=scheduler, connect_timeout_s=60)
+        servers = _llama_servers(psutil.Process())  # {pid: parent pid}
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    assert not rep.failed and len(rep.ran) == 2 and rep.cluster == scheduler
+    assert _measured(tmp / "remote" / "ci") == _measured(first.run_dir)
+    assert rep.llm_calls == 0 and rep.cache_hits > 0
+    # the worker's chat and embedding servers, and none started by this process
+    assert sorted(servers.values()) == [proc.pid, proc.pid]
+    models = json.loads((tmp / "remote" / "ci" / "summary.json").read_text())["record"]
+    assert models["models"]["chat"]["model"] == "SmolLM2-135M-Instruct-Q4_1"
+
+
 def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -342,13 +342,18 @@ def run_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval/
                                       n_workers, progress, log)
     summary = aggregate(run_dir, points, spec, started_utc=started)
     summary["failed"] = failed
+    ran_summaries = [s for s in summary["points"] if s["id"] in ran]
+    llm_calls = sum(s["llm_calls"] for s in ran_summaries)
+    cache_hits = sum(s["cache_hits"] for s in ran_summaries)
+    # this invocation's model traffic (a resumed sweep's earlier points are in their own)
+    summary["this_run"] = {"ran": list(ran), "llm_calls": llm_calls, "cache_hits": cache_hits,
+                           "executor": "thread pool" if facts is None else "dask",
+                           "cluster": None if facts is None else facts.address,
+                           "workers": n_workers if facts is None else facts.workers}
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str),
                                           encoding="utf-8")
-    ran_summaries = [s for s in summary["points"] if s["id"] in ran]
     return SweepReport(run_dir, len(points), tuple(ran), skipped, failed,
-                       round(time.perf_counter() - t0, 2),
-                       sum(s["llm_calls"] for s in ran_summaries),
-                       sum(s["cache_hits"] for s in ran_summaries),
+                       round(time.perf_counter() - t0, 2), llm_calls, cache_hits,
                        cluster=None if facts is None else facts.address,
                        workers=n_workers if facts is None else facts.workers)
 
