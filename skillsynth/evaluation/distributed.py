@@ -268,9 +268,15 @@ def _point_task(point: Point, spec: SweepSpec, corpus: Path, backend: BackendSpe
     if (target / SUMMARY).exists():  # another attempt finished first: it wins
         shutil.rmtree(staging, ignore_errors=True)
         return {"error": None}
-    if target.exists():
-        shutil.rmtree(target)  # an unfinished copy (no summary): replaced
-    staging.rename(target)
+    try:
+        if target.exists():
+            shutil.rmtree(target)  # an unfinished copy (no summary): replaced
+        staging.rename(target)
+    except OSError:
+        if not (target / SUMMARY).exists():
+            raise
+        shutil.rmtree(staging, ignore_errors=True)  # another attempt renamed first: it wins
+        return {"error": None}
     return {"error": error}
 
 
