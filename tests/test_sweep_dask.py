@@ -285,3 +285,51 @@ def test_a_named_endpoint_backend_is_checked_when_the_spec_loads(tmp_path):
     spec.write_text(yaml.safe_dump(base | {"backend": named}))
     b = SweepSpec.load(spec).backend_spec("cache.db")
     assert (b.backend, b.chat_url, b.cache) == ("endpoints", "http://m:8080/v1", "cache.db")
+
+
+def _stand_in_notebook(tmp: Path, code: str) -> Path:
+    """A point notebook stand-in for a real kernel under papermill (no models)."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    params = nbformat.v4.new_code_cell('out_dir = ""')
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, nbformat.v4.new_code_cell(code)]
+    path = tmp / "stand-in.ipynb"
+    nbformat.write(nb, str(path))
+    return path
+
+
+def test_a_point_attempt_is_staged_and_a_copy_finished_first_wins(tmp_path):
+    # what a lost worker's rescheduled point relies on: an attempt writes a staging folder
+    # and renames it into place, unless another attempt's copy finished first
+    from skillsynth.evaluation.distributed import _point_task
+    from skillsynth.evaluation.sweep import SweepSpec, expand_points
+    from skillsynth.models.backend import BackendSpec
+
+    spec = SweepSpec.load(CI_SPEC)
+    point = expand_points(spec)[0]
+    backend = BackendSpec("endpoints", chat_model="c", embed_model="e",
+                          chat_url="http://127.0.0.1:9/v1", embed_url="http://127.0.0.1:9/v1")
+    run = tmp_path / "run"
+    target = run / "points" / point.id
+    own = ("import json, pathlib\n"
+           "pathlib.Path(out_dir, 'summary.json').write_text(json.dumps({'by': out_dir}))\n")
+    nb = _stand_in_notebook(tmp_path, own)
+    assert _point_task(point, spec, tmp_path / "corpus.db", backend, run, nb) == {"error": None}
+    by = json.loads((target / "summary.json").read_text())["by"]
+    assert ".staging-" in by and not list((run / "points").glob(".staging-*"))
+    assert (target / "timings.json").exists()
+    # a finished point is not run again
+    assert _point_task(point, spec, tmp_path / "corpus.db", backend, run, nb) == {"error": None}
+    assert json.loads((target / "summary.json").read_text())["by"] == by
+    # another attempt finishes while this one runs: its copy stays, this one is dropped
+    (target / "summary.json").unlink()
+    race = own + ("other = pathlib.Path(out_dir).parent / pathlib.Path(out_dir).name[9:-9]\n"
+                  "(other / 'summary.json').write_text(json.dumps({'by': 'the other'}))\n")
+    nb = _stand_in_notebook(tmp_path, race)
+    assert _point_task(point, spec, tmp_path / "corpus.db", backend, run, nb) == {"error": None}
+    assert json.loads((target / "summary.json").read_text())["by"] == "the other"
+    assert not list((run / "points").glob(".staging-*"))
