@@ -70,3 +70,31 @@ def test_concurrent_askers_all_use_the_first_stored_answer(tmp_path):
         cache.get = lambda k: None  # this worker looked before the other stored its answer
         assert client.chat(msgs, prompt_version="p").content == "Stored first."
         assert len(srv.requests) == 2  # it did ask (model list, then the completion)
+
+
+def _writer(path: str, who: int, n: int, start) -> dict[str, bytes]:
+    """One sweep worker's process: answers every key with its own value, at once with others."""
+    start.wait()
+    with CallCache(path) as c:
+        return {f"k{i}": c.put(f"k{i}", f"{who}-{i}".encode(), kind="chat", model="m")
+                for i in range(n)}
+
+
+def test_concurrent_writer_processes_all_use_the_first_stored_answer(tmp_path):
+    # distributed sweeps: several processes (Dask workers' kernels) write one cache file at
+    # once; no answer is lost and every process gets the answer stored first for a key
+    import multiprocessing
+
+    path, n, procs = str(tmp_path / "cache.db"), 300, 4
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Manager() as mgr:
+        start = mgr.Barrier(procs)
+        with ctx.Pool(procs) as pool:
+            got = pool.starmap(_writer, [(path, w, n, start) for w in range(procs)])
+    with CallCache(path) as c:
+        stored = {f"k{i}": c.get(f"k{i}") for i in range(n)}
+        assert c.stats().entries == n
+    assert all(g == stored for g in got)
+    winners = {v.split(b"-")[0] for v in stored.values()}
+    assert len(winners) >= 1 and all(v.endswith(f"-{i}".encode())
+                                     for i, v in enumerate(stored[f"k{i}"] for i in range(n)))

@@ -201,6 +201,30 @@ def _bench_tuning(args: argparse.Namespace) -> int:
           f"{m['median']:.3f} s median of n={m['n']}")
     return EXIT_OK
 
+def _bench_sweep(args: argparse.Namespace) -> int:
+    from ..evaluation.overhead import bench_sweep
+    from ..models.serve import default_cache_path
+
+    figures = bench_sweep(args.spec, cache=args.cache or str(default_cache_path()),
+                          repeats=args.repeats, workers=args.workers, cluster=args.cluster,
+                          results_root=args.results,
+                          log=lambda line: print(line, file=sys.stderr, flush=True))
+    if args.json:
+        print_json(figures)
+        return EXIT_OK
+    where = f"Dask {figures['cluster']}" if figures["cluster"] else "thread pool"
+    print(f"warm point stages, {figures['spec']} ({where}; medians over every timed point):")
+    for name, f in figures["stages"].items():
+        print(f"  {name:<13} {f['median']:8.3f} s  (n={f['n']})")
+    one, full = figures["single_point_s"], figures["sweep_s"]
+    print(f"single warm point {one['median']:8.2f} s  (notebook, n={one['n']}; its sweep "
+          f"{figures['single_sweep_s']['median']:.2f} s)")
+    print(f"warm sweep        {full['median']:8.2f} s  (n={full['n']}; {figures['points']} "
+          f"points, {figures['workers']} workers; target < {figures['bound_s']:.1f} s = 2 x "
+          f"single x points / workers; ratio {figures['ratio']:.2f} of 2)")
+    return EXIT_OK
+
+
 def register(sub: Any) -> None:
     """Add this group's commands to the ``skillsynth`` parser."""
     home_help = HOME_HELP
@@ -249,6 +273,20 @@ def register(sub: Any) -> None:
     p.add_argument("--max-tasks", type=int, default=None,
                    help="time the calls of at most N tasks per world (default all)")
     model_options(p)
+    p = command(bes, "sweep", "warm sweep overhead: a warm point's time per stage and a warm "
+                "sweep against single point x points / workers", _bench_sweep)
+    p.add_argument("spec", help="a sweep spec, e.g. eval/sweeps/synthetic-3x3x3.yaml")
+    p.add_argument("--repeats", type=int, default=3,
+                   help="timed runs of the single point and of the sweep (medians)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="points at once (default: the spec's workers)")
+    p.add_argument("--cluster", default=None, metavar="ADDRESS",
+                   help="a Dask scheduler address or 'local' (as for `skillsynth sweep`)")
+    p.add_argument("--cache", default=None,
+                   help="call cache (default <models home>/cache.db); an untimed run warms it")
+    p.add_argument("--results", default=None,
+                   help="keep the runs here (default: a temporary folder, removed)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p = command(bes, "tuning", "seconds per tuning-view update on a synthetic corpus",
                 _bench_tuning)
     p.add_argument("--sessions", type=int, default=10_000, help="corpus size")

@@ -115,8 +115,10 @@ def _sweep(args: argparse.Namespace) -> int:
     from ..evaluation.sweep import run_sweep
 
     rep = run_sweep(args.spec, results_root=args.results, workers=args.workers,
-                    cache=args.cache)
-    print(f"sweep {rep.run_dir}: {rep.points} point(s): ran {len(rep.ran)}, already done "
+                    cache=args.cache, cluster=args.cluster,
+                    connect_timeout_s=args.connect_timeout)
+    where = f" on Dask {rep.cluster} ({rep.workers} workers)" if rep.cluster else ""
+    print(f"sweep {rep.run_dir}{where}: {rep.points} point(s): ran {len(rep.ran)}, already done "
           f"{len(rep.skipped)}, failed {len(rep.failed)}; {rep.wall_s:.1f} s; "
           f"LLM calls {rep.llm_calls}, cache hits {rep.cache_hits}")
     for pid, why in rep.failed.items():
@@ -245,6 +247,13 @@ def register(sub: Any) -> None:
                    help="points at once (default: the spec's workers)")
     p.add_argument("--cache", default=None,
                    help="call cache file (default <models home>/cache.db)")
+    p.add_argument("--cluster", default=None, metavar="ADDRESS",
+                   help="run the points on the Dask scheduler at ADDRESS (e.g. "
+                   "tcp://host:8786; the results folder must be a path its workers can "
+                   "write), or 'local' for a LocalCluster of --workers processes here; "
+                   "default: a thread pool in this process")
+    p.add_argument("--connect-timeout", type=float, default=None, metavar="SECONDS",
+                   help="how long to try to reach the scheduler (default 10)")
     p = command(sub, "report", "render a sweep run's KPI report to HTML and PNGs", _report)
     p.add_argument("run", help="the run folder, e.g. eval/results/main")
     p.add_argument("--baseline", help="an eval/baselines/*.json to compare with")

@@ -325,20 +325,22 @@ def run_point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out_dir: str | 
     _clean(out)
     t0 = time.perf_counter()
     started = utc_now()
+    timings: dict[str, float] = {}
     strategy = get_strategy(cfg.strategy)
     th = cfg.thresholds
     labels_file = Path(cfg.labels) if cfg.labels else labels_path_for(cfg.corpus)
-    split = load_split(cfg.corpus, cfg.k, labels_path=labels_file, family=cfg.family)
-    if not split.probes:
-        raise EvaluationError(f"{cfg.corpus}: no task has more than k={cfg.k} attempts, so "
-                              "there is no probe to evaluate")
-    with LabelStore(labels_file) as ls:
-        labels = {x.session_id: x for x in ls.all()}
+    with _stage(timings, "corpus_load"):
+        split = load_split(cfg.corpus, cfg.k, labels_path=labels_file, family=cfg.family)
+        if not split.probes:
+            raise EvaluationError(f"{cfg.corpus}: no task has more than k={cfg.k} attempts, "
+                                  "so there is no probe to evaluate")
+        with LabelStore(labels_file) as ls:
+            labels = {x.session_id: x for x in ls.all()}
     history_db = out / "history.db"
     queries = QueryMemo(embedder)  # recall and the score diagnostic share each query
     if cfg.protocol == "rolling":
         with MemoryStore.open(cfg.corpus, read_only=True) as corpus, \
-                MemoryStore.init(history_db) as store:
+                MemoryStore.init(history_db) as store, _stage(timings, "rolling_passes"):
             if hasattr(embedder, "embedder_id"):
                 check_store_embedder(store, embedder)  # type: ignore[arg-type]
             rolled = run_rolling(
@@ -358,7 +360,7 @@ def run_point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out_dir: str | 
     else:
         rows, reports, witness, checks, floors, split_info, live_info = _strict(
             cfg, strategy, llm, embedder, queries, split, labels, history_db, out, progress,
-            user)
+            user, timings)
     floors["recall-threshold-and-state"] = witness.recall_ok if any(
         r.recalled_ids for r in rows) else None
     floors["malformed-skipped"] = all(r.status == "ran" for r in reports) if any(
@@ -366,10 +368,12 @@ def run_point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out_dir: str | 
     llm_calls = sum(r.llm_calls for r in reports)
     hits_n = sum(r.cache_hits for r in reports)
     grounded = [g for r in reports for g in [True] * r.distilled + [False] * r.ungrounded]
-    kpis = point_kpis(rows, checks, floors, llm_calls=llm_calls, cache_hits=hits_n,
-                      grounded=grounded,
-                      duplicate_names=sum(r.duplicate_names for r in reports),
-                      seed=cfg.seed, n_boot=cfg.n_boot)
+    with _stage(timings, "bootstrap"):
+        kpis = point_kpis(rows, checks, floors, llm_calls=llm_calls, cache_hits=hits_n,
+                          grounded=grounded,
+                          duplicate_names=sum(r.duplicate_names for r in reports),
+                          seed=cfg.seed, n_boot=cfg.n_boot)
+    t_report = time.perf_counter()
     with (out / "results.jsonl").open("w", encoding="utf-8") as fh:
         for r in rows:
             fh.write(json.dumps(r.as_dict(), ensure_ascii=False) + "\n")
@@ -394,6 +398,7 @@ def run_point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out_dir: str | 
         "floors": floors,
         "kpis": {k: v.as_dict() for k, v in kpis.items()},
         "started_at": started, "wall_s": round(time.perf_counter() - t0, 3),
+        "timings": timings,
     }
     summary["record"] = RunRecord(
         "point", cfg.as_dict(), started, utc_now(),
@@ -402,6 +407,7 @@ def run_point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out_dir: str | 
                 "labels": {"path": str(labels_file), "sha256": labels_sha}},
         prompts={"distill": strategy.distill_prompt(), "agent": AGENT_PROMPT_VERSION,
                  "user_sim": USER_PROMPT_VERSION, "replay_rule": RULE}).as_dict()
+    timings["report"] = round(time.perf_counter() - t_report, 4)
     tmp = out / (SUMMARY + ".tmp")
     tmp.write_text(json.dumps(summary, indent=2, ensure_ascii=False, default=str),
                    encoding="utf-8")
@@ -411,13 +417,14 @@ def run_point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out_dir: str | 
 
 def _strict(cfg: EvalConfig, strategy: Strategy, llm: ChatModel, embedder: Embeds,
             queries: QueryMemo, split: Split, labels: Mapping[str, SessionLabel],
-            history_db: Path, out: Path, progress: bool, user: ChatModel | None
-            ) -> tuple[list[ProbeResult], list[PassReport], FloorWitness, list[ProcedureCheck],
+            history_db: Path, out: Path, progress: bool, user: ChatModel | None,
+            timings: dict[str, float]) -> tuple[list[ProbeResult], list[PassReport], FloorWitness, list[ProcedureCheck],
                        dict[str, bool | None], dict[str, Any], dict[str, Any] | None]:
     """One pass over attempts 1..k of every family, then attempt k+1 of each recalled for."""
     th = cfg.thresholds
-    n_history = build_history(cfg.corpus, split, history_db)
-    with MemoryStore.open(cfg.corpus, read_only=True) as corpus:
+    with _stage(timings, "corpus_load"), \
+            MemoryStore.open(cfg.corpus, read_only=True) as corpus:
+        n_history = build_history(cfg.corpus, split, history_db)
         probe_ids = [p.session_id for p in split.probes]
         goals = {s: t.content for s, t in corpus.first_user_turns(probe_ids).items()}
         probe_calls = {s: corpus.tool_calls(s) for s in probe_ids}
@@ -427,8 +434,10 @@ def _strict(cfg: EvalConfig, strategy: Strategy, llm: ChatModel, embedder: Embed
     with MemoryStore.open(history_db) as store:
         if hasattr(embedder, "embedder_id"):
             check_store_embedder(store, embedder)  # type: ignore[arg-type]
-        report = strategy.synthesize(store, llm, embedder, th, mode=cfg.mode, rate=cfg.rate,
-                                     outcomes=outcomes)
+        with _stage(timings, "clustering"):  # with distillation (cache hits when warm)
+            report = strategy.synthesize(store, llm, embedder, th, mode=cfg.mode,
+                                         rate=cfg.rate, outcomes=outcomes)
+        t_recall = time.perf_counter()
         view = store_view(store, strategy, queries, th, cfg.recall_key, split)
         witness = FloorWitness()
         rows: list[ProbeResult] = []
@@ -441,17 +450,22 @@ def _strict(cfg: EvalConfig, strategy: Strategy, llm: ChatModel, embedder: Embed
                                family=str(split.family(p.session_id)), success=p.success,
                                seen_task=None if p.task_id is None
                                else p.task_id in history_tasks, witness=witness)
-        checks = _check_procedures(store, split, out,
-                                   split.history - {p.session_id for p in split.probes})
+        timings["recall"] = round(time.perf_counter() - t_recall, 4)
+        with _stage(timings, "validate"):
+            checks = _check_procedures(store, split, out,
+                                       split.history - {p.session_id for p in split.probes})
         live_info: dict[str, Any] | None = None
+        t_live = time.perf_counter()
         if cfg.live:
             world, task_of, live_info = live_world(cfg, store, recorded, probe_calls, labels,
                                                     goals, split)
             rows += live_rows(cfg, llm, world, task_of, rows, view.recaller, th,
                               out / "runs.jsonl", progress, user)
             live_info["user_model"] = (model_of(user) or {}).get("model")
-        floors = check_floors(store, strategy, llm, embedder, th, cfg.mode, witness.goal,
-                              lambda: strategy.recaller(store, queries, th, cfg.recall_key))
+            timings["live"] = round(time.perf_counter() - t_live, 4)
+        with _stage(timings, "floors"):
+            floors = check_floors(store, strategy, llm, embedder, th, cfg.mode, witness.goal,
+                                  lambda: strategy.recaller(store, queries, th, cfg.recall_key))
     split_info = {"k": split.k, "protocol": "strict", "history": len(split.history),
                   "history_with_calls": n_history, "probes": len(split.probes),
                   "probes_without_goal": sum(1 for p in split.probes
@@ -459,6 +473,16 @@ def _strict(cfg: EvalConfig, strategy: Strategy, llm: ChatModel, embedder: Embed
                   "left_out": len(split.left_out),
                   "families_without_probe": _families_without_probe(split)}
     return (rows, [report] if report else [], witness, checks, floors, split_info, live_info)
+
+
+@contextlib.contextmanager
+def _stage(timings: dict[str, float], name: str) -> Iterator[None]:
+    """Add the block's wall seconds to ``timings[name]`` (the summary's stage timings)."""
+    t = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[name] = round(timings.get(name, 0.0) + time.perf_counter() - t, 4)
 
 
 def _families_without_probe(split: Split) -> int:

@@ -14,7 +14,8 @@ models once (their URLs go to every point), executes the packaged notebook
 * ``similarity.json``: same-family and different-family goal similarities (where tau sits);
 * ``results.jsonl`` and ``summary.json``: every point's rows and KPIs together.
 
-The spec itself (keys, checks, grid expansion) is :mod:`.sweep_spec`.
+The spec itself (keys, checks, grid expansion) is :mod:`.sweep_spec`; points on a Dask
+cluster (``cluster=``) are :mod:`.distributed`.
 
 Distillations are shared across points through the call cache: points that differ only in
 recall settings (tau for recall, max_recall_body_chars) ask the model the same questions.
@@ -23,9 +24,10 @@ recall settings (tau for recall, max_recall_body_chars) ask the model the same q
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -145,7 +147,8 @@ def goal_similarities(corpus_db: str | Path, embedder: Any, *, max_pairs: int = 
 
 @dataclass(frozen=True)
 class SweepReport:
-    """What one :func:`run_sweep` call did."""
+    """What one :func:`run_sweep` call did (``llm_calls`` and ``cache_hits``: over the points
+    it ran; ``cluster``: the Dask scheduler's address, None for the thread pool)."""
 
     run_dir: Path
     points: int
@@ -155,28 +158,39 @@ class SweepReport:
     wall_s: float
     llm_calls: int
     cache_hits: int
+    cluster: str | None = None
+    workers: int = 1
+
+
+def _backend_spec(spec: SweepSpec, cache: str | None) -> BackendSpec:
+    """The spec's backend as configured, nothing started (a remote cluster's workers
+    resolve ``local`` themselves)."""
+    return spec.backend_spec(cache)
 
 
 @contextlib.contextmanager
 def _shared_backend(spec: SweepSpec, cache: str | None) -> Iterator[BackendSpec]:
-    """Start the embedded models once for all points; Lemonade is shared as it is."""
-    conf = dict(spec.backend)
-    name = conf.pop("backend", "local")
-    timeout = float(conf.pop("timeout_s", 300.0))
-    if name == "lemonade":
-        yield BackendSpec("lemonade", cache=cache, timeout_s=timeout, **conf)
+    """Start the embedded models once for all points; Lemonade and named endpoints are
+    shared as they are."""
+    backend = _backend_spec(spec, cache)
+    if backend.backend != "local":
+        yield backend
         return
-    if name != "local":
-        raise ConfigError(f"sweep backend must be local or lemonade, got {name!r}",
-                          key="backend", source=spec.source or None)
     from ..models.serve import locate_models, serve_local
 
-    with serve_local(locate_models(chat=conf.pop("chat_model", None)),
-                     request_timeout_s=timeout) as servers:
+    with serve_local(locate_models(chat=backend.chat_model),
+                     request_timeout_s=backend.timeout_s) as servers:
         assert servers.chat is not None and servers.embed is not None
         yield BackendSpec("endpoints", chat_model=servers.chat.model,
                           embed_model=servers.embed.model, chat_url=servers.chat.base_url,
-                          embed_url=servers.embed.base_url, cache=cache, timeout_s=timeout)
+                          embed_url=servers.embed.base_url, cache=cache,
+                          timeout_s=backend.timeout_s)
+
+
+def _similarities(corpus: Path, seed: int, family: FamilyRule, *,
+                  backend: BackendSpec) -> dict[str, Any]:
+    with open_clients(backend) as (_, emb):
+        return goal_similarities(corpus, emb, seed=seed, family=family)
 
 
 def _execute_point(point: Point, spec: SweepSpec, corpus: Path, backend: BackendSpec,
@@ -193,27 +207,69 @@ def _execute_point(point: Point, spec: SweepSpec, corpus: Path, backend: Backend
               **point.settings(spec), "cadence": spec.cadence,
               "cadence_unit": spec.cadence_unit,
               "backend": asdict(backend), "out_dir": str(point_dir)}
+    import papermill  # noqa: F401 (a fresh Dask worker's first import is not kernel start)
+
+    t0 = time.perf_counter()
     execute_notebook(notebook, point_dir / "point.ipynb", params, cwd=point_dir,
                      timeout_s=spec.point_timeout_s)
+    notebook_s = time.perf_counter() - t0
     summary: dict[str, Any] = json.loads((point_dir / SUMMARY).read_text(encoding="utf-8"))
+    _write_timings(point_dir, notebook_s, summary)
     return summary
+
+
+def _write_timings(point_dir: Path, notebook_s: float, summary: Mapping[str, Any]) -> None:
+    """``timings.json``: where a point's wall time went (the sweep-overhead benchmark).
+
+    Kernel start is the notebook's wall time less its cells' (papermill records each cell's
+    duration); ``imports`` is the imports cell; the point's own stages come from its
+    summary (``timings``).
+    """
+    import nbformat
+
+    nb = nbformat.read(str(point_dir / "point.ipynb"), as_version=4)
+    cells: dict[str, float] = {}
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        tags = set(cell.metadata.get("tags", []))
+        name = next((t for t in ("parameters", "injected-parameters", "imports", "run")
+                     if t in tags), f"cell{len(cells)}")
+        cells[name] = float(cell.metadata.get("papermill", {}).get("duration") or 0.0)
+    stages = dict(summary.get("timings") or {})
+    out = {"notebook_s": round(notebook_s, 3),
+           "kernel_start_s": round(notebook_s - sum(cells.values()), 3),
+           "imports_s": round(cells.get("imports", 0.0), 3),
+           "run_cell_s": round(cells.get("run", 0.0), 3),
+           "point_s": summary.get("wall_s"), "stages_s": stages, "cells_s": cells}
+    (point_dir / "timings.json").write_text(json.dumps(out, indent=2), encoding="utf-8")
 
 
 def run_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval/results",
               workers: int | None = None, cache: str | None = None, progress: bool = True,
-              log: Any = print) -> SweepReport:
+              log: Any = print, cluster: str | None = None,
+              connect_timeout_s: float | None = None) -> SweepReport:
     """Run every point of ``spec`` not already done; aggregate all points.
 
     Args:
         spec: a :class:`SweepSpec` or the path of its YAML file.
-        results_root: where ``<name>/`` is written.
-        workers: points at once (default: the spec's ``workers``).
+        results_root: where ``<name>/`` is written (with a cluster: a path every worker
+            can write).
+        workers: points at once (default: the spec's ``workers``); with ``cluster="local"``
+            the LocalCluster's worker processes.
         cache: the call cache file (default ``<models home>/cache.db``).
         progress: show a progress bar over points.
         log: where progress lines go.
+        cluster: None: this process runs the points in a thread pool (each point is its
+            own kernel process); ``"local"``: a Dask LocalCluster of ``workers`` worker
+            processes; else a Dask scheduler address (see :mod:`.distributed`).
+        connect_timeout_s: how long to try to reach the scheduler (default
+            :data:`~.distributed.CONNECT_TIMEOUT_S`).
 
     Raises:
         ConfigError: the run folder holds a different spec (resume only the same sweep).
+        EvaluationError: the scheduler cannot be reached, or its workers lack skillsynth at
+            this version or cannot write the run folder or the cache (nothing has run).
     """
     from ..models.serve import default_cache_path
 
@@ -221,41 +277,85 @@ def run_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval/
     t0 = time.perf_counter()
     started = utc_now()
     run_dir = (Path(results_root) / spec.name).resolve()
-    run_dir.mkdir(parents=True, exist_ok=True)
     spec_file = run_dir / "spec.yaml"
     spec_text = yaml.safe_dump(spec.as_dict(), sort_keys=True)
     if spec_file.exists() and (_identity(spec_file.read_text(encoding="utf-8"))
                                != _identity(spec_text)):
         raise ConfigError(f"{run_dir} holds a run of a different spec; give this sweep another "
                           "name or remove the folder", source=str(spec_file))
-    spec_file.write_text(spec_text, encoding="utf-8")
     notebook = find_notebook("sweep_point.ipynb")
     points = expand_points(spec)
     todo = [p for p in points if not (run_dir / "points" / p.id / SUMMARY).exists()]
     skipped = tuple(p.id for p in points if p not in todo)
-    if skipped:
-        log(f"{len(skipped)} of {len(points)} point(s) already done; running {len(todo)}")
+    n_workers = max(1, min(workers or spec.workers, len(todo) or 1))
     cache_path = cache or str(default_cache_path())
-    corpus = None if spec.history == "live" else _build_corpus(spec, run_dir, log).resolve()
-    with _shared_backend(spec, cache_path) as backend:
+    with contextlib.ExitStack() as stack:
+        client = facts = None
+        if cluster is not None:  # first: an unreachable scheduler fails before anything runs
+            from .distributed import CONNECT_TIMEOUT_S, check_workers, open_cluster
+
+            client, local = stack.enter_context(open_cluster(
+                cluster, workers=n_workers, timeout_s=connect_timeout_s or CONNECT_TIMEOUT_S))
+        (run_dir / "points").mkdir(parents=True, exist_ok=True)
+        Path(cache_path).parent.mkdir(parents=True, exist_ok=True)
+        if client is not None:
+            facts = check_workers(client, str(cluster), local,
+                                  writable=[run_dir / "points", Path(cache_path).parent],
+                                  cache=cache_path)
+            log(f"Dask: {facts.workers} worker(s) on {', '.join(facts.hosts)}")
+        spec_file.write_text(spec_text, encoding="utf-8")
+        if skipped:
+            log(f"{len(skipped)} of {len(points)} point(s) already done; running {len(todo)}")
+        corpus = None if spec.history == "live" else _build_corpus(spec, run_dir, log).resolve()
+        if client is not None and facts is not None and not facts.local:
+            from .distributed import register_model_servers
+
+            backend = _backend_spec(spec, cache_path)  # the workers resolve the models
+            register_model_servers(client, backend)
+        else:
+            backend = stack.enter_context(_shared_backend(spec, cache_path))
         if corpus is None:  # the agent's own runs are the corpus: they need the model
-            corpus = _live_corpus(spec, run_dir, backend, progress, log).resolve()
+            if client is not None and facts is not None and not facts.local:
+                from .distributed import on_worker
+
+                live = functools.partial(_live_corpus, progress=False, log=print)
+                corpus = client.submit(on_worker, live, backend, spec, run_dir,
+                                       pure=False).result().resolve()
+            else:
+                corpus = _live_corpus(spec, run_dir, backend, progress, log).resolve()
         if not (run_dir / "similarity.json").exists():
-            with open_clients(backend) as (_, emb):
-                sims = goal_similarities(corpus, emb, seed=spec.seed, family=spec.family)
+            if client is not None and facts is not None and not facts.local:
+                from .distributed import on_worker
+
+                sims = client.submit(on_worker, _similarities, backend, corpus, spec.seed,
+                                     spec.family, pure=False).result()
+            else:
+                sims = _similarities(corpus, spec.seed, spec.family, backend=backend)
             (run_dir / "similarity.json").write_text(json.dumps(sims), encoding="utf-8")
-        n_workers = max(1, min(workers or spec.workers, len(todo) or 1))
-        ran, failed = _run_points(todo, spec, corpus, backend, run_dir, notebook, n_workers,
-                                  progress, log)
+        if facts is not None:
+            from .distributed import run_points_on_cluster
+
+            ran, failed = run_points_on_cluster(client, facts, todo, spec, corpus, backend,
+                                                run_dir, notebook, progress, log)
+        else:
+            ran, failed = _run_points(todo, spec, corpus, backend, run_dir, notebook,
+                                      n_workers, progress, log)
     summary = aggregate(run_dir, points, spec, started_utc=started)
     summary["failed"] = failed
+    ran_summaries = [s for s in summary["points"] if s["id"] in ran]
+    llm_calls = sum(s["llm_calls"] for s in ran_summaries)
+    cache_hits = sum(s["cache_hits"] for s in ran_summaries)
+    # this invocation's model traffic (a resumed sweep's earlier points are in their own)
+    summary["this_run"] = {"ran": list(ran), "llm_calls": llm_calls, "cache_hits": cache_hits,
+                           "executor": "thread pool" if facts is None else "dask",
+                           "cluster": None if facts is None else facts.address,
+                           "workers": n_workers if facts is None else facts.workers}
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str),
                                           encoding="utf-8")
-    ran_summaries = [s for s in summary["points"] if s["id"] in ran]
     return SweepReport(run_dir, len(points), tuple(ran), skipped, failed,
-                       round(time.perf_counter() - t0, 2),
-                       sum(s["llm_calls"] for s in ran_summaries),
-                       sum(s["cache_hits"] for s in ran_summaries))
+                       round(time.perf_counter() - t0, 2), llm_calls, cache_hits,
+                       cluster=None if facts is None else facts.address,
+                       workers=n_workers if facts is None else facts.workers)
 
 
 def _identity(spec_yaml: str) -> dict[str, Any]:
@@ -293,17 +393,19 @@ def _run_points(todo: Sequence[Point], spec: SweepSpec, corpus: Path, backend: B
                     fut.result()
                     ran.append(p.id)
                 except Exception as exc:  # noqa: BLE001 (one failed point must not stop the others)
-                    # papermill's error carries the kernel's exception name and value
-                    name = getattr(exc, "ename", None)
-                    what = (f"{name}: {getattr(exc, 'evalue', '')}" if name
-                            else f"{type(exc).__name__}: {exc}")
-                    failed[p.id] = what[:2000]
+                    failed[p.id] = _failure_text(exc)[:2000]
                     log(f"point {p.id} failed: {failed[p.id].splitlines()[0]}")
                 if bar is not None:
                     bar.update(1)
     if bar is not None:
         bar.close()
     return ran, failed
+
+
+def _failure_text(exc: BaseException) -> str:
+    """A failed point's error: papermill's carries the kernel's exception name and value."""
+    name = getattr(exc, "ename", None)
+    return f"{name}: {getattr(exc, 'evalue', '')}" if name else f"{type(exc).__name__}: {exc}"
 
 
 def aggregate(run_dir: Path, points: Sequence[Point], spec: SweepSpec, *,

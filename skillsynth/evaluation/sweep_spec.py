@@ -13,6 +13,7 @@ from typing import Any
 
 from ..config import Thresholds, calibration_for, read_config_file
 from ..errors import ConfigError
+from ..models.backend import BackendSpec
 from .split import FamilyRule
 from .strategies import get_strategy
 
@@ -179,6 +180,7 @@ class SweepSpec:
         if self.point_timeout_s is not None and self.point_timeout_s < 1:
             raise ConfigError("point_timeout_s must be >= 1 second (or null: no limit)",
                               key="point_timeout_s", source=src)
+        self.backend_spec()
         kinds = set(self.corpus) if isinstance(self.corpus, Mapping) else set()
         if len(kinds) != 1 or not kinds <= {"synthetic", "import", "db", "live"}:
             raise ConfigError("corpus must have exactly one of 'synthetic', 'import', 'db', "
@@ -222,6 +224,29 @@ class SweepSpec:
             except ConfigError as exc:
                 raise ConfigError(f"point {pt.id}: {exc.args[0]}", key=exc.key,
                                   source=src) from None
+
+    def backend_spec(self, cache: str | None = None) -> BackendSpec:
+        """The backend this spec names, with ``cache``; nothing is started.
+
+        Raises:
+            ConfigError: an unknown backend or key, or ``endpoints`` without its URLs.
+        """
+        conf = dict(self.backend)
+        name = conf.pop("backend", "local")
+        src = self.source or None
+        if name not in ("local", "lemonade", "endpoints"):
+            raise ConfigError(f"sweep backend must be local, lemonade or endpoints, got "
+                              f"{name!r}", key="backend", source=src)
+        known = {"chat_model", "embed_model", "chat_url", "embed_url"}
+        if set(conf) - known - {"timeout_s"}:
+            raise ConfigError(f"unknown backend key(s) {sorted(set(conf) - known - {'timeout_s'})}"
+                              f"; known: backend, timeout_s, {', '.join(sorted(known))}",
+                              key="backend", source=src)
+        timeout = float(conf.pop("timeout_s", 300.0))
+        try:
+            return BackendSpec(name, cache=cache, timeout_s=timeout, **conf)
+        except ConfigError as exc:
+            raise ConfigError(exc.args[0], key=f"backend.{exc.key}", source=src) from None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON/YAML-ready (what ``spec.yaml`` in the run folder holds)."""

@@ -50,13 +50,14 @@ backend = {"backend": "local"} # skillsynth.models.backend.BackendSpec fields
 out_dir = "eval/results/example/points/manual"
 
 
-# %%
+# %% tags=["imports"]
 import pandas as pd
 
 from skillsynth.config import Thresholds
 from skillsynth.evaluation import EvalConfig, run_point
 from skillsynth.models.backend import BackendSpec, open_clients, open_user
 
+# %% tags=["run"]
 cfg = EvalConfig(corpus, strategy=strategy, thresholds=Thresholds().merge(thresholds),
                  k=k, mode=mode, seed=seed, n_boot=n_boot, live=live, step_limit=step_limit,
                  family=family, world=world, history=history, repeats=repeats,

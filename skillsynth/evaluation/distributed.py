@@ -1,0 +1,327 @@
+"""Sweep points on a Dask cluster: one task per point, the papermill notebook run on a worker.
+
+:func:`~.sweep.run_sweep` calls this module when it is given ``cluster``:
+
+* ``"local"``: a :class:`distributed.LocalCluster` of ``workers`` single-threaded worker
+  processes on this machine. The workers use the embedded models the sweep started once
+  (they are on the same host), so results equal a serial run's.
+* a scheduler address (``tcp://host:8786``): an existing cluster. The model backend
+  resolves on each worker: ``local`` starts the embedded models once per worker process
+  (kept for its later points, stopped when the worker closes), ``lemonade`` is each
+  worker's own ``localhost`` Lemonade, ``endpoints`` names servers every worker uses. The
+  goal-similarity figures (and a live-history corpus) are computed by a worker too, so the
+  submitting machine needs no models.
+
+Without ``cluster`` a sweep keeps its thread pool rather than defaulting to a LocalCluster:
+every point is already its own kernel process, so worker processes only add their start-up
+(a LocalCluster of two: about 1.5 s to start and stop on 2 cores, plus each fresh worker's
+first papermill import) and their memory, and change no result. Measured on CI's 2-point
+sweep with a warm cache, median of 3: serial 8.6 s, thread pool of 2 8.5 s, LocalCluster of
+2 11.9 s, identical KPIs.
+
+Before any point runs, every worker must import skillsynth at the submitting side's
+version and be able to write the run folder and the call cache's folder (a shared path;
+fsspec URLs are not supported: a point writes SQLite files, which need a local or shared
+POSIX filesystem). The call cache is one SQLite file in WAL mode: correct for any number
+of processes on one host (first stored answer wins), not over a network filesystem, so a
+cluster whose workers span several hosts is refused until the cache has a server.
+
+A point is written to a staging folder and renamed into ``points/<id>/`` when it ends: a
+worker lost mid-point leaves no half-written point behind, the scheduler re-runs its task
+on another worker (Dask's ``allowed-failures``), and if the lost worker's kernel still
+finishes, the first finished copy wins. Dask's ``retries=`` is not used: a point that raised
+fails deterministically (the notebook's error is recorded, as in a local sweep).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+import socket
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from distributed.diagnostics.plugin import WorkerPlugin
+
+from ..errors import EvaluationError
+from ..models.backend import BackendSpec
+from .protocol import SUMMARY
+from .sweep_spec import Point, SweepSpec
+
+__all__ = [
+    "CONNECT_TIMEOUT_S",
+    "LOCAL",
+    "ClusterFacts",
+    "ModelServers",
+    "check_workers",
+    "on_worker",
+    "open_cluster",
+    "register_model_servers",
+    "run_points_on_cluster",
+]
+
+#: The ``cluster`` value that starts a LocalCluster on this machine.
+LOCAL = "local"
+#: How long to try to reach a scheduler (and to wait for its first worker).
+CONNECT_TIMEOUT_S = 10.0
+_PLUGIN = "skillsynth-models"
+
+
+@dataclass(frozen=True)
+class ClusterFacts:
+    """What the pre-flight check found.
+
+    Attributes:
+        address: the scheduler's address.
+        workers: worker count.
+        hosts: the workers' host names.
+        local: True for a LocalCluster this sweep started (models shared from this process).
+    """
+
+    address: str
+    workers: int
+    hosts: tuple[str, ...]
+    local: bool
+
+
+@contextlib.contextmanager
+def open_cluster(cluster: str, *, workers: int, timeout_s: float = CONNECT_TIMEOUT_S
+                 ) -> Iterator[tuple[Any, bool]]:
+    """A connected ``distributed.Client`` and whether its cluster is a LocalCluster of ours.
+
+    Raises:
+        EvaluationError: the scheduler cannot be reached within ``timeout_s`` or has no
+            worker (the message names the address).
+    """
+    from distributed import Client, LocalCluster
+
+    if cluster == LOCAL:
+        # one thread per worker: a point is a kernel process; threads would only queue
+        # papermill calls inside one worker
+        try:
+            lc = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                              dashboard_address=None, silence_logs=logging.ERROR)
+        except (OSError, TimeoutError, RuntimeError) as exc:
+            raise EvaluationError(f"cannot start a Dask LocalCluster of {workers} worker "
+                                  f"process(es): {type(exc).__name__}: {exc}") from exc
+        with lc, Client(lc) as client:
+            yield client, True
+        return
+    try:
+        client = Client(cluster, timeout=timeout_s)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise EvaluationError(f"cannot reach the Dask scheduler at {cluster} within "
+                              f"{timeout_s:.0f} s ({type(exc).__name__}: {exc}); nothing was "
+                              "started. Check the address and that `dask scheduler` runs "
+                              "there") from exc
+    try:
+        try:
+            client.wait_for_workers(1, timeout=timeout_s)
+        except (OSError, TimeoutError) as exc:
+            raise EvaluationError(f"the Dask scheduler at {cluster} has no worker after "
+                                  f"{timeout_s:.0f} s; start one (`dask worker {cluster}`)"
+                                  ) from exc
+        yield client, False
+    finally:
+        client.close()
+
+
+def check_workers(client: Any, address: str, local: bool, *, writable: Sequence[Path],
+                  cache: str | None) -> ClusterFacts:
+    """Refuse a cluster whose workers cannot run this sweep (before any point runs).
+
+    Raises:
+        EvaluationError: a worker lacks skillsynth or has another version (both versions
+            named), cannot write one of ``writable`` (the path and the worker named), or the
+            workers span several hosts while sharing one SQLite call cache.
+    """
+    import cloudpickle
+
+    from .. import __version__
+    from . import _worker_probe
+
+    cloudpickle.register_pickle_by_value(_worker_probe)  # runs even without skillsynth
+    try:
+        facts: dict[str, Any] = client.run(_worker_probe.worker_facts,
+                                           [str(p) for p in writable], on_error="return")
+    finally:
+        cloudpickle.unregister_pickle_by_value(_worker_probe)
+    for worker, f in sorted(facts.items()):
+        if isinstance(f, BaseException):
+            raise EvaluationError(f"Dask worker {worker} (scheduler {address}) could not run "
+                                  f"the pre-flight check: {type(f).__name__}: {f}")
+        if f["skillsynth"] is None:
+            raise EvaluationError(f"Dask worker {worker} on {f['host']} cannot import "
+                                  f"skillsynth ({f['import_error']}); this sweep needs "
+                                  f"skillsynth {__version__} on every worker")
+        if f["skillsynth"] != __version__:
+            raise EvaluationError(f"Dask worker {worker} on {f['host']} has skillsynth "
+                                  f"{f['skillsynth']}, this sweep runs skillsynth "
+                                  f"{__version__}; install the same version on every worker")
+        for path, err in f["unwritable"].items():
+            raise EvaluationError(f"Dask worker {worker} on {f['host']} cannot write {path} "
+                                  f"({err}); the run folder and the call cache must be on a "
+                                  "path every worker can write (a shared filesystem)")
+    hosts = tuple(sorted({f["host"] for f in facts.values()}))
+    if cache is not None and set(hosts) - {socket.gethostname()}:
+        raise EvaluationError(f"the workers of {address} run on {', '.join(hosts)}: the call "
+                              f"cache {cache} is one SQLite file, which is only safe for "
+                              "writers on one host (its write-ahead log needs shared memory); "
+                              "multi-host sweeps need a cache server, which skillsynth does "
+                              "not have yet")
+    return ClusterFacts(address, len(facts), hosts, local)
+
+
+class ModelServers(WorkerPlugin):  # type: ignore[misc]
+    """A Dask worker plugin: the embedded models a worker started, stopped when it closes.
+
+    Registered for a remote cluster whose spec's backend is ``local``; the first point on a
+    worker starts them, later points reuse them.
+    """
+
+    name = _PLUGIN
+
+    # built in setup(), on the worker: the plugin object is pickled to get there
+    _stack: contextlib.ExitStack
+    _lock: threading.Lock
+    _served: dict[tuple[Any, ...], BackendSpec]
+
+    def setup(self, worker: Any) -> None:
+        self._stack = contextlib.ExitStack()
+        self._lock = threading.Lock()
+        self._served = {}
+
+    def teardown(self, worker: Any) -> None:
+        with self._lock:
+            self._stack.close()
+            self._served.clear()
+
+    def backend_for(self, spec: BackendSpec) -> BackendSpec:
+        """``spec`` with a ``local`` backend replaced by this worker's running servers."""
+        if spec.backend != "local":
+            return spec
+        from ..models.serve import locate_models, serve_local
+
+        key = (spec.chat_model, spec.embed_model, spec.timeout_s)
+        with self._lock:
+            if key not in self._served:
+                servers = self._stack.enter_context(serve_local(
+                    locate_models(chat=spec.chat_model), request_timeout_s=spec.timeout_s))
+                assert servers.chat is not None and servers.embed is not None
+                self._served[key] = BackendSpec(
+                    "endpoints", chat_model=servers.chat.model, embed_model=servers.embed.model,
+                    chat_url=servers.chat.base_url, embed_url=servers.embed.base_url,
+                    cache=spec.cache, timeout_s=spec.timeout_s)
+            return replace(self._served[key], cache=spec.cache)
+
+
+def register_model_servers(client: Any, backend: BackendSpec) -> None:
+    """Give every worker of a remote cluster its :class:`ModelServers` (a ``local`` backend)."""
+    if backend.backend == "local":
+        client.register_plugin(ModelServers(), name=_PLUGIN)
+
+
+def _worker_backend(spec: BackendSpec) -> BackendSpec:
+    """The backend as this worker resolves it (see :class:`ModelServers`)."""
+    if spec.backend != "local":
+        return spec
+    from distributed import get_worker
+
+    plugin = get_worker().plugins.get(_PLUGIN)
+    if not isinstance(plugin, ModelServers):
+        raise EvaluationError("this Dask worker has no skillsynth model plugin; the sweep "
+                              "registers it before submitting points")
+    backend: BackendSpec = plugin.backend_for(spec)
+    return backend
+
+
+def on_worker(fn: Callable[..., Any], backend: BackendSpec, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, backend=..., **kwargs)`` with the backend as this worker resolves it
+    (submitted as a task: the goal similarities, a live-history corpus)."""
+    return fn(*args, backend=_worker_backend(backend), **kwargs)
+
+
+def _point_task(point: Point, spec: SweepSpec, corpus: Path, backend: BackendSpec,
+                run_dir: Path, notebook: Path) -> dict[str, Any]:
+    """One point on a worker: executed in a staging folder, then renamed into place.
+
+    Returns ``{"error": None}`` or the point's error text; never raises for a point's own
+    failure (that would make Dask retry a deterministic error).
+    """
+    from .sweep import _execute_point, _failure_text
+
+    points = run_dir / "points"
+    target = points / point.id
+    if (target / SUMMARY).exists():  # a lost worker's copy finished after all
+        return {"error": None}
+    staging = points / f".staging-{point.id}-{uuid.uuid4().hex[:8]}"
+    error: str | None = None
+    try:
+        _execute_point(point, spec, corpus, _worker_backend(backend), staging, notebook)
+    except Exception as exc:  # noqa: BLE001 (recorded as the point's failure)
+        error = _failure_text(exc)
+    if (target / SUMMARY).exists():  # another attempt finished first: it wins
+        shutil.rmtree(staging, ignore_errors=True)
+        return {"error": None}
+    try:
+        if target.exists():
+            shutil.rmtree(target)  # an unfinished copy (no summary): replaced
+        staging.rename(target)
+    except OSError:
+        if not (target / SUMMARY).exists():
+            raise
+        shutil.rmtree(staging, ignore_errors=True)  # another attempt renamed first: it wins
+        return {"error": None}
+    return {"error": error}
+
+
+def run_points_on_cluster(client: Any, facts: ClusterFacts, todo: Sequence[Point],
+                          spec: SweepSpec, corpus: Path, backend: BackendSpec, run_dir: Path,
+                          notebook: Path, progress: bool, log: Any
+                          ) -> tuple[list[str], dict[str, str]]:
+    """Submit one task per point; the ids that ran and the errors of those that failed.
+
+    Points that share a synthesis go in two phases, as in a local sweep (one of each first,
+    so the rest are cache hits). The progress bar counts points finished cluster-wide.
+    """
+    from distributed import as_completed
+
+    ran: list[str] = []
+    failed: dict[str, str] = {}
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(todo), desc=f"sweep {spec.name} ({facts.workers} Dask workers)",
+                   unit="point")
+    firsts: dict[str, Point] = {}
+    for p in todo:
+        firsts.setdefault(p.synthesis_key, p)
+    phases = [list(firsts.values()), [p for p in todo if p not in firsts.values()]]
+    for phase in phases:
+        futures = {client.submit(_point_task, p, spec, corpus, backend, run_dir, notebook,
+                                 key=f"skillsynth-point-{p.id}-{uuid.uuid4().hex[:6]}",
+                                 pure=False): p for p in phase}
+        for fut in as_completed(futures):
+            p = futures[fut]
+            try:
+                error = fut.result()["error"]
+            except Exception as exc:  # noqa: BLE001 (a task the cluster gave up on)
+                error = f"{type(exc).__name__}: {exc}"
+            if error is None:
+                ran.append(p.id)
+            else:
+                failed[p.id] = error[:2000]
+                log(f"point {p.id} failed: {failed[p.id].splitlines()[0]}")
+            if bar is not None:
+                bar.update(1)
+    if bar is not None:
+        bar.close()
+    for stale in (run_dir / "points").glob(".staging-*"):  # lost workers' attempts
+        shutil.rmtree(stale, ignore_errors=True)
+    return ran, failed
