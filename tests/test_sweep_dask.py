@@ -150,11 +150,13 @@ def test_an_existing_scheduler_runs_the_points_with_models_started_per_worker(se
     import psutil
 
     tmp, cache, first = serial
+    before = set(_llama_servers(psutil.Process()))  # another module's session-wide models
     proc = _worker(scheduler)
     try:
         rep = run_sweep(CI_SPEC, results_root=tmp / "remote", cache=str(cache), progress=False,
                         log=_quiet, cluster=scheduler, connect_timeout_s=60)
-        servers = _llama_servers(psutil.Process())  # {pid: parent pid}
+        servers = {pid: parent for pid, parent in _llama_servers(psutil.Process()).items()
+                   if pid not in before}  # {pid: parent pid}, started during this sweep
     finally:
         proc.terminate()
         proc.wait(30)
