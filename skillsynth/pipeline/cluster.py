@@ -3,14 +3,16 @@
 Three methods over the same unit-length goal embeddings:
 
 * ``agglomerative`` (default; #887's "agglomerate at cosine >= SIMILARITY_TAU"): average
-  linkage (``complete`` optional) cut at distance ``1 - tau``. For scale, a FAISS range
-  search first links every pair with cosine >= tau; average and complete linkage can only
-  merge inside those connected components, so exact linkage runs per component. Above
-  :data:`EXACT_GRAPH_LIMIT` sessions the search uses an IVF index (an approximation that can
-  miss pairs across unprobed cells; the benchmark prints the time it saves).
+  linkage (``complete`` optional) cut at distance ``1 - tau``. Both can only merge inside
+  a connected component of the graph 'cosine >= tau', so exact linkage runs per
+  component. For scale the components are looked for group by group: k-means cells and a
+  bound on the cosine across two cells prove most sessions apart without comparing them,
+  and a group whose pairs are all provably >= tau is one cluster with no pair compared
+  (``_cluster_scale``). The partition is the exact one at every size.
 * ``hdbscan``: density clustering on the same vectors (noise points become singletons).
 * ``gaia-greedy``: GAIA's shipped seed clustering, the peer to beat: sessions sorted by
-  normalised goal text, each joins the first seed with cosine >= tau or becomes a seed.
+  normalised goal text, each joins the first seed with cosine >= tau or becomes a seed
+  (computed in blocks of matrix products, identical to the one-by-one loop).
 * ``per-session``: no clustering; every session is its own cluster (the CortexPrism peer,
   which extracts a skill from each session and deduplicates afterwards). No embedding.
 
@@ -25,13 +27,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 
 from ..config import Thresholds
 from ..errors import ConfigError, EmbedderError, PipelineError
 from ..models.embed import Embeds
+from ._cluster_scale import is_tight, leader_clusters, split_groups
 from .detect import SessionSequence
 
 __all__ = [
@@ -127,32 +130,21 @@ def _check_vectors(vectors: np.ndarray, n: int) -> np.ndarray:
     return v
 
 
-#: Above this many sessions the tau graph is found with an IVF index (approximate: a pair
-#: whose vectors fall in cells that are not probed is missed) instead of an exact scan.
-EXACT_GRAPH_LIMIT = 20_000
+#: A tau component larger than this that is not provably one cluster is refused: its
+#: exact linkage needs a dense matrix of this size squared.
+COMPONENT_LIMIT = 30_000
 
 
-def _components(v: np.ndarray, tau: float, *, exact_limit: int = EXACT_GRAPH_LIMIT
-                ) -> list[list[int]]:
-    """Connected components of the graph 'cosine >= tau' (FAISS range search)."""
+def _components(v: np.ndarray, tau: float) -> list[list[int]]:
+    """Connected components of the graph 'cosine >= tau' (exact FAISS range search)."""
     import faiss
-
-    n, d = v.shape
-    index: Any
-    if n <= exact_limit:
-        index = faiss.IndexFlatIP(d)
-    else:
-        nlist = int(4 * np.sqrt(n))
-        ivf = faiss.IndexIVFFlat(faiss.IndexFlatIP(d), d, nlist, faiss.METRIC_INNER_PRODUCT)
-        rng = np.random.default_rng(0)
-        ivf.train(v[rng.choice(n, size=min(n, 40 * nlist), replace=False)])
-        ivf.nprobe = 16
-        index = ivf
-    index.add(v)
-    lims, _, ids = index.range_search(v, float(tau) - 1e-6)
     from scipy.sparse import csr_matrix
     from scipy.sparse.csgraph import connected_components
 
+    n, d = v.shape
+    index = faiss.IndexFlatIP(d)
+    index.add(v)
+    lims, _, ids = index.range_search(v, float(tau) - 1e-6)
     graph = csr_matrix((np.ones(len(ids), dtype=np.int8), ids.astype(np.int64), lims),
                        shape=(n, n))
     _, labels = connected_components(graph, directed=True, connection="weak")
@@ -162,25 +154,54 @@ def _components(v: np.ndarray, tau: float, *, exact_limit: int = EXACT_GRAPH_LIM
     return list(groups.values())
 
 
-def _agglomerative(v: np.ndarray, tau: float, linkage: str) -> list[list[int]]:
+def _linkage(sub: np.ndarray, tau: float, linkage: str) -> list[list[int]]:
+    """Average or complete linkage of one tau component, cut at distance 1 - tau."""
     from scipy.cluster.hierarchy import fcluster
     from scipy.cluster.hierarchy import linkage as scipy_linkage
+    from scipy.spatial.distance import squareform
 
-    out: list[list[int]] = []
-    for comp in _components(v, tau):
-        if len(comp) == 1:
-            out.append(comp)
+    sims = sub @ sub.T
+    if float(sims.min()) >= tau + 1e-5:  # every merge is below the cut: one cluster
+        return [list(range(len(sub)))]
+    condensed = squareform(np.clip(1.0 - sims, 0.0, 2.0), checks=False)
+    del sims
+    labels = fcluster(scipy_linkage(condensed, method=linkage), t=1.0 - tau + 1e-9,
+                      criterion="distance")
+    groups: dict[int, list[int]] = {}
+    for i, lab in enumerate(labels.tolist()):
+        groups.setdefault(lab, []).append(i)
+    return list(groups.values())
+
+
+def _agglomerative(v: np.ndarray, tau: float, linkage: str) -> list[list[int]]:
+    """Exact linkage per tau component, components found group by group (see _cluster_scale).
+
+    Clusters come ordered by their component's first session, then their own first
+    session, as from one exact search over all sessions.
+    """
+    keyed: list[tuple[int, int, list[int]]] = []
+    for idx, tight in split_groups(v, tau):
+        first = int(idx[0])
+        if tight:
+            keyed.append((first, first, idx.tolist()))
             continue
-        sub = v[comp]
-        dist = np.clip(1.0 - sub @ sub.T, 0.0, 2.0)
-        condensed = dist[np.triu_indices(len(comp), k=1)]
-        z = scipy_linkage(condensed, method=linkage)
-        labels = fcluster(z, t=1.0 - tau + 1e-9, criterion="distance")
-        groups: dict[int, list[int]] = {}
-        for idx, lab in zip(comp, labels, strict=True):
-            groups.setdefault(int(lab), []).append(idx)
-        out.extend(groups.values())
-    return out
+        sub = v[idx]
+        for comp in _components(sub, tau):
+            members = idx[comp]
+            if len(comp) > 1 and not is_tight(sub[comp], tau):
+                if len(comp) > COMPONENT_LIMIT:
+                    raise PipelineError(
+                        f"{len(comp)} sessions form one chain of cosine >= {tau} that is "
+                        f"not one cluster; exact {linkage} linkage of more than "
+                        f"{COMPONENT_LIMIT} needs a dense matrix of that size squared: "
+                        "raise similarity_tau or use method 'gaia-greedy'")
+                for part in _linkage(sub[comp], tau, linkage):
+                    keyed.append((int(members[0]), int(members[part[0]]),
+                                  members[part].tolist()))
+            else:
+                keyed.append((int(members[0]), int(members[0]), members.tolist()))
+    keyed.sort(key=lambda t: (t[0], t[1]))
+    return [g for _, _, g in keyed]
 
 
 def _hdbscan(v: np.ndarray, min_size: int) -> list[list[int]]:
@@ -206,17 +227,7 @@ def _hdbscan(v: np.ndarray, min_size: int) -> list[list[int]]:
 
 def _gaia_greedy(v: np.ndarray, goals: Sequence[str], tau: float) -> list[list[int]]:
     order = sorted(range(len(goals)), key=lambda i: (normalise_goal(goals[i]), i))
-    seeds: list[int] = []
-    groups: list[list[int]] = []
-    for i in order:
-        for g, seed in enumerate(seeds):
-            if float(v[i] @ v[seed]) >= tau:
-                groups[g].append(i)
-                break
-        else:
-            seeds.append(i)
-            groups.append([i])
-    return groups
+    return leader_clusters(v, np.asarray(order, dtype=np.int64), tau)
 
 
 def _rate(members: Sequence[SessionSequence], definition: RateDefinition) -> float:
