@@ -21,7 +21,8 @@ from itertools import pairwise
 
 import numpy as np
 
-__all__ = ["RECHECK", "SPLIT_BELOW", "is_tight", "leader_clusters", "split_groups"]
+__all__ = ["RECHECK", "SPLIT_BELOW", "is_tight", "kmeans_cells", "leader_clusters",
+           "split_groups"]
 
 #: Groups at most this large are not split further (their all-pairs search is cheap).
 SPLIT_BELOW = 2_048
@@ -54,9 +55,12 @@ def _nearest(x: np.ndarray, cent: np.ndarray) -> np.ndarray:
     return out
 
 
-def _cells(x: np.ndarray, k: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """A few Lloyd rounds on a sample (plain numpy: a threaded k-means call costs more
-    in start-up than the work on the small groups met here). Any cells are correct."""
+def kmeans_cells(x: np.ndarray, k: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Centroids and each row's cell: a few Lloyd rounds on a sample.
+
+    Plain numpy: a threaded k-means call costs more in start-up than the work on the small
+    groups met here, and the bounds that use these cells are correct for any cells.
+    """
     from scipy.sparse import csr_matrix
 
     rng = np.random.default_rng(seed)
@@ -80,7 +84,7 @@ def _split_once(x: np.ndarray, tau: float, seed: int) -> list[np.ndarray]:
 
     m = len(x)
     k = int(min(256, max(2, np.sqrt(m))))
-    cent, labels = _cells(x, k, seed)
+    cent, labels = kmeans_cells(x, k, seed)
     cc = np.einsum("ij,ij->i", cent, cent).astype(np.float64)
     sq = np.einsum("ij,ij->i", x, x, dtype=np.float64)
     top = np.full((k, k), -np.inf)  # top[a, b]: the largest x . c_b over x in cell a
