@@ -7,7 +7,7 @@ import pytest
 
 from skillsynth.config import Thresholds
 from skillsynth.errors import PipelineError
-from skillsynth.pipeline import _cluster_scale, cluster
+from skillsynth.pipeline import cluster
 from skillsynth.pipeline.cluster import cluster_by_goal
 from skillsynth.pipeline.detect import SessionSequence
 
@@ -64,7 +64,7 @@ CASES = [  # (families, dim, noise): separated, loose, overlapping, no structure
 @pytest.mark.parametrize("linkage", ["average", "complete"])
 def test_agglomerative_equals_the_straightforward_method(monkeypatch, families, dim, noise,
                                                          tau, linkage):
-    monkeypatch.setattr(_cluster_scale, "SPLIT_BELOW", 40)  # split and recurse at test size
+    monkeypatch.setattr(cluster, "SPLIT_BELOW", 40)  # split and recurse at test size
     v = _families(np.random.default_rng(families + dim), 1_200, families, dim, noise)
     assert cluster._agglomerative(v, tau, linkage) == _reference_agglomerative(v, tau, linkage)
 
@@ -72,7 +72,7 @@ def test_agglomerative_equals_the_straightforward_method(monkeypatch, families, 
 def test_split_groups_are_unions_of_components_and_tight_groups_are_cliques(monkeypatch):
     rng = np.random.default_rng(7)
     v = _families(rng, 3_000, 60, 32, 0.1)
-    groups = list(_cluster_scale.split_groups(v, 0.8, split_below=40))
+    groups = list(cluster.split_groups(v, 0.8, split_below=40))
     assert len(groups) > 1  # the bound proves families apart
     assert sorted(np.concatenate([g for g, _ in groups]).tolist()) == list(range(3_000))
     of = np.empty(3_000, dtype=np.int64)
@@ -99,7 +99,7 @@ def test_gaia_greedy_equals_gaia_loop(families, dim, noise, tau):
     rng = np.random.default_rng(dim)
     v = _families(rng, 700, families, dim, noise)
     order = rng.permutation(len(v))
-    got = _cluster_scale.leader_clusters(v, order, tau, block=97)
+    got = cluster.leader_clusters(v, order, tau, block=97)
     assert got == _reference_greedy(v, order, tau)
 
 
@@ -111,7 +111,7 @@ def test_gaia_greedy_near_tau_is_decided_like_the_loop():
     v = np.vstack([a, b, b, a, -a])
     tau = float(v[1] @ v[0])
     order = np.arange(len(v))
-    assert _cluster_scale.leader_clusters(v, order, tau, block=2) == \
+    assert cluster.leader_clusters(v, order, tau, block=2) == \
         _reference_greedy(v, order, tau)
 
 

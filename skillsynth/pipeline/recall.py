@@ -24,8 +24,9 @@ from ..models.embed import Embeds
 from ..store import MemoryStore, Procedure, decode_embedding
 from .skill import Skill
 
-__all__ = ["FLAT_LIMIT", "RECALL_KEYS", "BothIndex", "ExemplarIndex", "ProcedureIndex", "Recall", "RecallIndex",
-           "RecallKey", "recall", "recall_index", "recall_skill", "skill_from_procedure"]
+__all__ = ["FLAT_LIMIT", "RECALL_KEYS", "BothIndex", "CellIndex", "ExemplarIndex", "ProcedureIndex", "Recall", "RecallIndex",
+           "RecallKey", "one_thread", "recall", "recall_index", "recall_skill",
+           "skill_from_procedure"]
 
 #: What a procedure is recalled by (``when_to_use`` is GAIA's).
 RecallKey = Literal["when_to_use", "goals", "both"]
@@ -77,7 +78,7 @@ class CellIndex:
     def __init__(self, vectors: np.ndarray, *, seed: int = 0):
         import faiss
 
-        from ._cluster_scale import kmeans_cells
+        from .cluster import kmeans_cells
 
         mat = np.ascontiguousarray(vectors, dtype=np.float32)
         n, d = mat.shape
