@@ -49,7 +49,7 @@ def skill_from_procedure(proc: Procedure) -> Skill:
 
 #: Up to this many procedures a search scans them all; above, only the cells that can
 #: hold a result (:class:`CellIndex`; exact either way).
-FLAT_LIMIT = 2_048
+FLAT_LIMIT = 4_096
 
 
 @contextmanager
