@@ -8,7 +8,10 @@ Three methods over the same unit-length goal embeddings:
   component. For scale the components are looked for group by group: k-means cells and a
   bound on the cosine across two cells prove most sessions apart without comparing them,
   and a group whose pairs are all provably >= tau is one cluster with no pair compared
-  (:func:`split_groups`). The partition is the exact one at every size.
+  (:func:`split_groups`). The partition is the exact one at every size. Where the bound
+  proves nothing (a loose blob, vectors with no structure) a group falls back to the
+  all-pairs search, exact and quadratic; a component above :data:`COMPONENT_LIMIT` that
+  is not one cluster is refused rather than given a dense matrix.
 * ``hdbscan``: density clustering on the same vectors (noise points become singletons).
 * ``gaia-greedy``: GAIA's shipped seed clustering, the peer to beat: sessions sorted by
   normalised goal text, each joins the first seed with cosine >= tau or becomes a seed
