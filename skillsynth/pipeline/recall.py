@@ -24,9 +24,9 @@ from ..models.embed import Embeds
 from ..store import MemoryStore, Procedure, decode_embedding
 from .skill import Skill
 
-__all__ = ["FLAT_LIMIT", "RECALL_KEYS", "BothIndex", "CellIndex", "ExemplarIndex", "ProcedureIndex", "Recall", "RecallIndex",
-           "RecallKey", "one_thread", "recall", "recall_index", "recall_skill",
-           "skill_from_procedure"]
+__all__ = ["FLAT_LIMIT", "RECALL_KEYS", "BothIndex", "CellIndex", "ExemplarIndex",
+           "ProcedureIndex", "Recall", "RecallIndex", "RecallKey", "one_thread", "recall",
+           "recall_index", "recall_skill", "skill_from_procedure"]
 
 #: What a procedure is recalled by (``when_to_use`` is GAIA's).
 RecallKey = Literal["when_to_use", "goals", "both"]
