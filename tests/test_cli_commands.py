@@ -20,9 +20,23 @@ def test_corpus_generate_writes_a_labelled_gaia_store(tmp_path, capsys):
 
 
 def test_bench_pipeline_prints_medians_with_n(capsys):
-    assert main(["bench", "pipeline", "--sizes", "200", "--procedures", "50", "--json"]) == 0
+    assert main(["bench", "pipeline", "--sizes", "300", "--procedures", "50", "--repeats", "2",
+                 "--queries", "20", "--json"]) == 0
     figures = json.loads(capsys.readouterr().out)
-    assert figures and "200" in json.dumps(figures)
+    (row,) = figures["detect_cluster"]
+    assert row["sessions"] == 300 and figures["repeats"] == 2
+    for step in ("detect", "agglomerative", "gaia-greedy", "hdbscan"):
+        assert row[step]["n"] == 2 and row[step]["median_s"] > 0 and row[step]["peak_bytes"] > 0
+    for method in ("agglomerative", "gaia-greedy"):  # checked against the all-pairs method
+        assert row[method]["check"]["identical"] and row[method]["check"]["ari"] == 1.0
+    (rec,) = figures["recall"]
+    assert rec["n"] == 40 and rec["p99_ms"] >= rec["median_ms"] > 0
+    assert rec["recall_at_k_vs_flat"] == 1.0 and rec["index"] == "flat"
+    assert main(["bench", "pipeline", "--sizes", "6000", "--procedures", "5000", "--repeats",
+                 "1", "--queries", "10", "--check-up-to", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "medians of n=1 runs" in out and "hdbscan       skipped above 5,000" in out
+    assert "p99" in out and "cells (" in out and "recall@2 vs flat 1.0000" in out
 
 
 def test_world_prepare_is_idempotent_and_bench_worlds_times_real_calls(capsys):

@@ -140,16 +140,3 @@ def test_bad_inputs_are_loud(store):
         cluster_by_goal(seqs, None, CFG, "kmeans", embeddings=np.array([[1.0, 0.0]]))
     with pytest.raises(SkillsynthError, match="embedder"):
         cluster_by_goal(seqs, None, CFG)
-
-
-def test_ivf_graph_finds_the_same_components_on_separated_families():
-    from skillsynth.pipeline.cluster import _components
-
-    rng = np.random.default_rng(3)
-    centers = rng.standard_normal((40, 32)).astype(np.float32)
-    labels = rng.integers(0, 40, size=3000)
-    v = centers[labels] + 0.05 * rng.standard_normal((3000, 32)).astype(np.float32)
-    v /= np.linalg.norm(v, axis=1, keepdims=True)
-    exact = sorted(sorted(c) for c in _components(v, 0.9))
-    approx = sorted(sorted(c) for c in _components(v, 0.9, exact_limit=100))
-    assert approx == exact and len(exact) == len(set(labels))

@@ -159,25 +159,56 @@ def _bench_distill(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _gib(nbytes: int) -> str:
+    return f"{nbytes / 2**30:.2f} GiB"
+
+
 def _bench_pipeline(args: argparse.Namespace) -> int:
     from ..bench import bench_pipeline
 
-    figures = bench_pipeline(tuple(args.sizes), tuple(args.procedures), seed=args.seed)
+    figures = bench_pipeline(tuple(args.sizes), tuple(args.procedures), repeats=args.repeats,
+                             seed=args.seed, recall_queries=args.queries,
+                             check_up_to=args.check_up_to)
     if args.json:
         print_json(figures)
         return EXIT_OK
-    print(f"detect and cluster (synthetic stores, {figures['dim']}-d pre-made vectors, "
-          "embedding excluded; one run each, seconds)")
+    print(f"detect and cluster: synthetic stores, {figures['dim']}-d pre-made vectors "
+          f"({figures['families']} families), tau {figures['tau']}, embedding excluded")
+    print(f"  seconds are medians of n={figures['repeats']} runs; peak = the process's peak "
+          "resident memory during the step")
     for row in figures["detect_cluster"]:
-        parts = [f"detect {row['detect_s']:.2f}"]
-        for m in ("agglomerative", "gaia-greedy", "hdbscan"):
-            v = row.get(f"{m}_s")
-            parts.append(f"{m} {v:.2f}" if v is not None else f"{m} skipped")
-        print(f"  {row['sessions']:>7} sessions: " + ", ".join(parts))
-    print("recall latency (FAISS flat inner product, top_k 2)")
+        head = f"  {row['sessions']:>9,} sessions"
+        for step in ("detect", "agglomerative", "gaia-greedy", "hdbscan"):
+            f = row.get(step)
+            if f is None:
+                continue
+            if "skipped" in f:
+                print(f"{head}  {step:<13} {f['skipped']}")
+            else:
+                since = " (since start)" if f["peak_since_start"] else ""
+                line = (f"{head}  {step:<13} {f['median_s']:8.2f} s (n={f['n']})  peak "
+                        f"{_gib(f['peak_bytes'])}{since}")
+                if "clusters" in f:
+                    line += f"  {f['clusters']} clusters"
+                c = f.get("check")
+                if c:
+                    same = "same partition as" if c["identical"] else "DIFFERS from"
+                    ari = f", ARI {c['ari']:.4f}" if "ari" in c else ""
+                    line += (f"  {same} the all-pairs method{ari} (that one "
+                             f"{c['straightforward_s']:.1f} s)")
+                print(line)
+            head = " " * len(head)
+    print(f"recall latency: one query at a time, top_k {figures['top_k']}, tau "
+          f"{figures['tau']}, queries from the stored procedures' families")
     for r in figures["recall"]:
-        print(f"  {r['procedures']:>7} procedures: median {r['median_ms']:.3f} ms, "
-              f"p99 {r['p99_ms']:.3f} ms (n={r['n']} queries)")
+        cells = r["cells"]
+        how = (f"cells ({cells['scanned_mean']:.1f} of {cells['nlist']} scanned per query)"
+               if cells else "flat scan")
+        since = " (since start)" if r["peak_since_start"] else ""
+        print(f"  {r['procedures']:>9,} procedures: median {r['median_ms']:.3f} ms, p99 "
+              f"{r['p99_ms']:.3f} ms (n={r['n']} queries); {how}; build "
+              f"{r['build_s']:.2f} s; peak {_gib(r['peak_bytes'])}{since}; "
+              f"recall@{figures['top_k']} vs flat {r['recall_at_k_vs_flat']:.4f}")
     return EXIT_OK
 
 
@@ -232,11 +263,18 @@ def register(sub: Any) -> None:
     chat_help = chat_help_text()
     bes = group(sub, "bench", "print performance figures", description="Print performance figures (medians with n).", metavar="TARGET")
     p = command(bes, "pipeline", "detect/cluster time per method and recall latency on "
-                "synthetic stores", _bench_pipeline)
-    p.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000],
-                   help="sessions per synthetic store")
-    p.add_argument("--procedures", type=int, nargs="+", default=[100, 10_000, 100_000],
+                "synthetic stores (medians, p99, peak memory)", _bench_pipeline)
+    p.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000],
+                   help="sessions per synthetic store (each size in its own process; "
+                   "1000000 needs about 8 GiB)")
+    p.add_argument("--procedures", type=int, nargs="+", default=[1_000, 10_000, 100_000],
                    help="procedure counts for recall latency")
+    p.add_argument("--repeats", type=int, default=3,
+                   help="runs per timing (the median is printed with n)")
+    p.add_argument("--queries", type=int, default=1_000,
+                   help="recall queries per run (p99 over all runs' queries)")
+    p.add_argument("--check-up-to", type=int, default=20_000, metavar="N",
+                   help="compare partitions with the all-pairs methods up to N sessions")
     p.add_argument("--seed", type=int, default=0, help="random seed")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p = command(bes, "models", "tokens/s, embeddings/s and cached-call latency of the "

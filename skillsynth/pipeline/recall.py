@@ -11,9 +11,10 @@ unset, as GAIA does); a disabled or superseded procedure never does. Recalling t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -23,8 +24,9 @@ from ..models.embed import Embeds
 from ..store import MemoryStore, Procedure, decode_embedding
 from .skill import Skill
 
-__all__ = ["RECALL_KEYS", "BothIndex", "ExemplarIndex", "ProcedureIndex", "Recall", "RecallIndex",
-           "RecallKey", "recall", "recall_index", "recall_skill", "skill_from_procedure"]
+__all__ = ["FLAT_LIMIT", "RECALL_KEYS", "BothIndex", "CellIndex", "ExemplarIndex",
+           "ProcedureIndex", "Recall", "RecallIndex", "RecallKey", "one_thread", "recall",
+           "recall_index", "recall_skill", "skill_from_procedure"]
 
 #: What a procedure is recalled by (``when_to_use`` is GAIA's).
 RecallKey = Literal["when_to_use", "goals", "both"]
@@ -45,11 +47,102 @@ def skill_from_procedure(proc: Procedure) -> Skill:
                  tools_required=proc.tools_required, version=proc.version)
 
 
+#: Up to this many procedures a search scans them all; above, only the cells that can
+#: hold a result (:class:`CellIndex`; exact either way).
+FLAT_LIMIT = 4_096
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """FAISS on the calling thread only: one query is microseconds of work, and waking a
+    thread team for it costs more (milliseconds when the cores are busy)."""
+    import faiss
+
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(before)
+
+
+class CellIndex:
+    """Exact inner-product top-k that scans only the cells that can hold a result.
+
+    The vectors are split into k-means cells (a FAISS IVF layout). A member y of a cell
+    with centroid c and radius R has q . y <= q . c + |q| R, so a cell whose bound is
+    below tau, or below the k-th best score already found, cannot change the answer and
+    is skipped. Results equal a flat scan's; only the work differs.
+    """
+
+    def __init__(self, vectors: np.ndarray, *, seed: int = 0):
+        import faiss
+
+        from .cluster import kmeans_cells
+
+        mat = np.ascontiguousarray(vectors, dtype=np.float32)
+        n, d = mat.shape
+        self.nlist = max(1, min(n, int(2 * np.sqrt(n))))
+        cent, _ = kmeans_cells(mat, self.nlist, seed)
+        cent /= np.maximum(np.linalg.norm(cent, axis=1, keepdims=True), 1e-12)
+        self._quantizer = faiss.IndexFlatIP(d)
+        self._quantizer.add(cent)
+        # Any: FAISS's stubs give the C++ signatures, not the numpy wrappers used here
+        self._ivf: Any = faiss.IndexIVFFlat(self._quantizer, d, self.nlist,
+                                            faiss.METRIC_INNER_PRODUCT)
+        self._ivf.add(mat)
+        self._ivf.nprobe = self.nlist
+        radius = np.zeros(self.nlist)
+        lists: Any = self._ivf.invlists
+        for cell in range(self.nlist):
+            size = lists.list_size(cell)
+            if size:
+                ids = faiss.rev_swig_ptr(lists.get_ids(cell), size)
+                diff = mat[ids] - cent[cell]
+                radius[cell] = np.sqrt(np.einsum("ij,ij->i", diff, diff).max())
+        self.radius = radius + 1e-4  # float32 rounding of the members and centroid
+        self.scanned = 0  # cells scanned by the latest search (for the benchmark)
+
+    def _scan(self, q: np.ndarray, k: int, cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        assign = np.full((1, self.nlist), -1, dtype=np.int64)
+        assign[0, :len(cells)] = cells
+        self.scanned += len(cells)
+        out: tuple[np.ndarray, np.ndarray] = self._ivf.search_preassigned(q, k, assign, None)
+        return out
+
+    def search(self, q: np.ndarray, k: int, tau: float) -> tuple[np.ndarray, np.ndarray]:
+        """Scores and row ids of the best ``k`` rows scoring >= ``tau`` (FAISS's layout:
+        shape (1, k), padded with id -1); a row below tau may fill a free place."""
+        self.scanned = 0
+        cent_ip, cells = self._quantizer.search(q, self.nlist)
+        bound = cent_ip[0] + float(np.linalg.norm(q)) * self.radius[cells[0]]
+        order = np.argsort(-bound, kind="stable")
+        cells, bound = cells[0][order], bound[order]
+        cells, bound = cells[bound >= tau - 1e-5], bound[bound >= tau - 1e-5]
+        scores = np.full((1, k), -np.inf, dtype=np.float32)
+        ids = np.full((1, k), -1, dtype=np.int64)
+        if not len(cells):
+            return scores, ids
+        first = 8
+        scores, ids = self._scan(q, k, cells[:first])
+        kth = float(scores[0, k - 1]) if ids[0, k - 1] >= 0 else -np.inf
+        rest = cells[first:][bound[first:] >= kth - 1e-5]
+        if len(rest):
+            s2, i2 = self._scan(q, k, rest)
+            s_all, i_all = np.concatenate([scores[0], s2[0]]), np.concatenate([ids[0], i2[0]])
+            s_all = np.where(i_all >= 0, s_all, -np.inf)
+            best = np.argsort(-s_all, kind="stable")[:k]
+            scores, ids = s_all[best][None, :], i_all[best][None, :]
+        return scores, ids
+
+
 class ProcedureIndex:
     """FAISS inner-product index over the active procedures' embeddings.
 
     Build once and reuse across many recalls (a sweep, a notebook); rebuild after the
     procedures change. Procedures without an embedding are counted in ``unembedded``.
+    Up to :data:`FLAT_LIMIT` procedures a search scans them all; above, a
+    :class:`CellIndex` skips the cells that cannot hold a result (same results).
     """
 
     def __init__(self, procedures: Sequence[Procedure]):
@@ -60,13 +153,17 @@ class ProcedureIndex:
         self.unembedded = len(active) - len(with_vec)
         self.procedures = with_vec
         self.dimension: int | None = None
-        self._index = None
+        self._index: Any = None
+        self._cells: CellIndex | None = None
         if with_vec:
             mat = np.vstack([decode_embedding(p.embedding) for p in with_vec
                              if p.embedding is not None]).astype(np.float32)
             self.dimension = mat.shape[1]
-            self._index = faiss.IndexFlatIP(self.dimension)
-            self._index.add(np.ascontiguousarray(mat))
+            if len(with_vec) > FLAT_LIMIT:
+                self._cells = CellIndex(mat)
+            else:
+                self._index = faiss.IndexFlatIP(self.dimension)
+                self._index.add(np.ascontiguousarray(mat))
 
     @classmethod
     def from_store(cls, store: MemoryStore) -> ProcedureIndex:
@@ -78,14 +175,19 @@ class ProcedureIndex:
 
     def search(self, query: np.ndarray, *, top_k: int, tau: float) -> list[Recall]:
         """The best ``top_k`` procedures with cosine >= ``tau``, best first."""
-        if self._index is None or top_k < 1:
+        if self.dimension is None or top_k < 1:
             return []
         q = np.ascontiguousarray(np.asarray(query, dtype=np.float32).reshape(1, -1))
         if q.shape[1] != self.dimension:
             raise EmbedderError(f"query has {q.shape[1]} dimensions, the stored procedure "
                                 f"embeddings {self.dimension}: they come from different "
                                 "embedders")
-        scores, ids = self._index.search(q, min(top_k, len(self.procedures)))
+        k = min(top_k, len(self.procedures))
+        with one_thread():
+            if self._cells is not None:
+                scores, ids = self._cells.search(q, k, tau)
+            else:
+                scores, ids = self._index.search(q, k)
         return [Recall(self.procedures[int(i)], float(s))
                 for s, i in zip(scores[0], ids[0], strict=True) if i >= 0 and s >= tau]
 
@@ -152,7 +254,8 @@ class ExemplarIndex:
         if self._index is None or top_k < 1:
             return []
         q = np.ascontiguousarray(np.asarray(query, dtype=np.float32).reshape(1, -1))
-        scores, ids = self._index.search(q, self.exemplars)
+        with one_thread():
+            scores, ids = self._index.search(q, self.exemplars)
         best: dict[str, Recall] = {}
         for s, i in zip(scores[0], ids[0], strict=True):
             if i < 0:  # FAISS pads a short result with -1
