@@ -23,8 +23,10 @@ from pathlib import Path
 
 import pytest
 
+from skillsynth.corpora.labels import labels_path_for
 from skillsynth.errors import EvaluationError
 from skillsynth.evaluation.sweep import run_sweep
+from skillsynth.models.cache import file_sha256
 
 ROOT = Path(__file__).resolve().parent.parent
 CI_SPEC = ROOT / "eval" / "sweeps" / "ci.yaml"
@@ -265,6 +267,68 @@ def test_a_results_path_the_workers_cannot_write_fails_before_any_point(tmp_path
         proc.wait(30)
         os.chmod(points, 0o755)
     assert not (results / "ci" / "corpus").exists()
+
+
+def _copy_cache(src: Path, dst: Path) -> Path:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    with sqlite3.connect(src) as a, sqlite3.connect(dst) as b:
+        a.backup(b)
+    return dst
+
+
+def test_a_worker_that_shares_no_folder_gets_the_serial_kpis(serial, scheduler):
+    # shipped transport: the worker cannot write the results folder nor the cache's folder
+    # (a read-only view where the system allows one); the corpus and the cache travel to
+    # it and the points come back
+    tmp, cache, first = serial
+    root = tmp / "shipped-ro"
+    own_cache = _copy_cache(cache, root / "cache" / "cache.db")
+    proc = _worker(scheduler, read_only=root if _can_mount_read_only(tmp) else None)
+    try:
+        rep = run_sweep(CI_SPEC, results_root=root / "r", cache=str(own_cache), progress=False,
+                        log=_quiet, cluster=scheduler, connect_timeout_s=60,
+                        transport="shipped")
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    assert not rep.failed and len(rep.ran) == 2 and rep.transport == "shipped"
+    assert _measured(root / "r" / "ci") == _measured(first.run_dir)
+    assert rep.llm_calls == 0 and rep.answers_returned is not None
+    assert (rep.answers_returned.added, rep.answers_returned.conflicts) == (0, 0)
+    this_run = json.loads((root / "r" / "ci" / "summary.json").read_text())["this_run"]
+    assert this_run["transport"] == "shipped"
+    assert not list((root / "r" / "ci" / "points").glob(".staging-*"))
+    serial_point = json.loads(next((first.run_dir / "points").glob("*/summary.json"))
+                              .read_text())["corpus"]
+    shipped_point = json.loads(next((root / "r" / "ci" / "points").glob("*/summary.json"))
+                               .read_text())["corpus"]
+    assert shipped_point["sha256"] == serial_point["sha256"]  # the same sessions and labels
+    corpus = root / "r" / "ci" / "corpus" / "corpus.db"  # and the worker's copy, byte for byte
+    assert shipped_point["file_sha256"] == file_sha256(corpus)
+    assert shipped_point["labels_sha256"] == file_sha256(labels_path_for(corpus))
+
+
+def test_answers_a_shipped_worker_computed_come_back_to_the_submitters_cache(serial, scheduler):
+    tmp, cache, _ = serial
+    root = tmp / "shipped-cold"
+    own_cache = _copy_cache(cache, root / "cache.db")
+    with sqlite3.connect(own_cache) as db:  # every embedding is asked again on the worker
+        removed = db.execute("DELETE FROM calls WHERE kind = 'embed'").rowcount
+    assert removed > 0
+    proc = _worker(scheduler)
+    try:
+        rep = run_sweep(CI_SPEC, results_root=root / "r", cache=str(own_cache), progress=False,
+                        log=_quiet, cluster=scheduler, connect_timeout_s=60,
+                        transport="shipped")
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    assert not rep.failed and len(rep.ran) == 2
+    back = rep.answers_returned
+    assert back is not None and back.added > 0 and back.conflicts == 0
+    with sqlite3.connect(own_cache) as db:
+        (embeds,) = db.execute("SELECT COUNT(*) FROM calls WHERE kind = 'embed'").fetchone()
+    assert embeds == back.added  # each answer stored once, none lost
 
 
 def test_a_named_endpoint_backend_is_checked_when_the_spec_loads(tmp_path):

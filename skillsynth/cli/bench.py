@@ -238,12 +238,14 @@ def _bench_sweep(args: argparse.Namespace) -> int:
 
     figures = bench_sweep(args.spec, cache=args.cache or str(default_cache_path()),
                           repeats=args.repeats, workers=args.workers, cluster=args.cluster,
-                          results_root=args.results,
+                          results_root=args.results, transport=args.transport,
                           log=lambda line: print(line, file=sys.stderr, flush=True))
     if args.json:
         print_json(figures)
         return EXIT_OK
     where = f"Dask {figures['cluster']}" if figures["cluster"] else "thread pool"
+    if figures.get("transport"):
+        where += f", {figures['transport']} transport"
     print(f"warm point stages, {figures['spec']} ({where}; medians over every timed point):")
     for name, f in figures["stages"].items():
         print(f"  {name:<13} {f['median']:8.3f} s  (n={f['n']})")
@@ -320,6 +322,8 @@ def register(sub: Any) -> None:
                    help="points at once (default: the spec's workers)")
     p.add_argument("--cluster", default=None, metavar="ADDRESS",
                    help="a Dask scheduler address or 'local' (as for `skillsynth sweep`)")
+    p.add_argument("--transport", choices=("auto", "shared", "shipped"), default="auto",
+                   help="with a scheduler address: as for `skillsynth sweep`")
     p.add_argument("--cache", default=None,
                    help="call cache (default <models home>/cache.db); an untimed run warms it")
     p.add_argument("--results", default=None,

@@ -116,8 +116,9 @@ def _sweep(args: argparse.Namespace) -> int:
 
     rep = run_sweep(args.spec, results_root=args.results, workers=args.workers,
                     cache=args.cache, cluster=args.cluster,
-                    connect_timeout_s=args.connect_timeout)
-    where = f" on Dask {rep.cluster} ({rep.workers} workers)" if rep.cluster else ""
+                    connect_timeout_s=args.connect_timeout, transport=args.transport)
+    where = (f" on Dask {rep.cluster} ({rep.workers} workers, {rep.transport} transport)"
+             if rep.cluster else "")
     print(f"sweep {rep.run_dir}{where}: {rep.points} point(s): ran {len(rep.ran)}, already done "
           f"{len(rep.skipped)}, failed {len(rep.failed)}; {rep.wall_s:.1f} s; "
           f"LLM calls {rep.llm_calls}, cache hits {rep.cache_hits}")
@@ -249,11 +250,16 @@ def register(sub: Any) -> None:
                    help="call cache file (default <models home>/cache.db)")
     p.add_argument("--cluster", default=None, metavar="ADDRESS",
                    help="run the points on the Dask scheduler at ADDRESS (e.g. "
-                   "tcp://host:8786; the results folder must be a path its workers can "
-                   "write), or 'local' for a LocalCluster of --workers processes here; "
-                   "default: a thread pool in this process")
+                   "tcp://host:8786), or 'local' for a LocalCluster of --workers processes "
+                   "here; default: a thread pool in this process")
     p.add_argument("--connect-timeout", type=float, default=None, metavar="SECONDS",
                    help="how long to try to reach the scheduler (default 10)")
+    p.add_argument("--transport", choices=("auto", "shared", "shipped"), default="auto",
+                   help="with --cluster ADDRESS: 'shared' = workers write the results folder "
+                   "and the call cache (paths every worker can write, one host); 'shipped' "
+                   "= the corpus and the cache travel to the workers and each point comes "
+                   "back (no shared folder; several hosts); 'auto' (default) = shared when "
+                   "every worker runs on this host, else shipped")
     p = command(sub, "report", "render a sweep run's KPI report to HTML and PNGs", _report)
     p.add_argument("run", help="the run folder, e.g. eval/results/main")
     p.add_argument("--baseline", help="an eval/baselines/*.json to compare with")

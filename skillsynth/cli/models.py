@@ -40,8 +40,8 @@ def _models_serve(args: argparse.Namespace) -> int:
         for role, d in servers.describe().items():
             print(f"{role:<6} {d['base_url']}  model {d['model']}  (pid {d['pid']}, "
                   f"log {d['log']})", flush=True)
-        print("serving; Ctrl-C stops both servers", flush=True)
-        try:
+        try:  # a signal that lands while this line is printed is still caught
+            print("serving; Ctrl-C stops both servers", flush=True)
             while all(s.process.poll() is None for s in servers.servers):
                 time.sleep(0.5)
         except KeyboardInterrupt:

@@ -20,11 +20,20 @@ sweep with a warm cache, median of 3: serial 8.6 s, thread pool of 2 8.5 s, Loca
 2 11.9 s, identical KPIs.
 
 Before any point runs, every worker must import skillsynth at the submitting side's
-version and be able to write the run folder and the call cache's folder (a shared path;
-fsspec URLs are not supported: a point writes SQLite files, which need a local or shared
-POSIX filesystem). The call cache is one SQLite file in WAL mode: correct for any number
-of processes on one host (first stored answer wins), not over a network filesystem, so a
-cluster whose workers span several hosts is refused until the cache has a server.
+version. How points reach the run folder is the ``transport``:
+
+* ``shared`` (a LocalCluster, or workers all on this host): workers write the run folder
+  and the call cache directly, so both must be on a path every worker can write. The call
+  cache is one SQLite file in WAL mode: correct for any number of processes on one host
+  (first stored answer wins), not over a network filesystem.
+* ``shipped`` (chosen when any worker runs on another host; ``transport="shipped"`` asks
+  for it on one host too): nothing shared at all. The corpus and a snapshot of the call
+  cache travel to the workers, each point comes back packed, and the answers workers added
+  are merged into this machine's cache (see :mod:`.shipping`). Each worker's model backend
+  resolves on its own host, so N hosts with N model servers run N points at once.
+
+fsspec URLs as the results folder are not supported: a point writes SQLite files, which
+need a POSIX filesystem; with ``shipped`` the results are written on this machine only.
 
 A point is written to a staging folder and renamed into ``points/<id>/`` when it ends: a
 worker lost mid-point leaves no half-written point behind, the scheduler re-runs its task
@@ -51,11 +60,13 @@ from distributed.diagnostics.plugin import WorkerPlugin
 from ..errors import EvaluationError
 from ..models.backend import BackendSpec
 from .protocol import SUMMARY
+from .shipping import MergeCounts
 from .sweep_spec import Point, SweepSpec
 
 __all__ = [
     "CONNECT_TIMEOUT_S",
     "LOCAL",
+    "TRANSPORTS",
     "ClusterFacts",
     "ModelServers",
     "check_workers",
@@ -70,6 +81,8 @@ LOCAL = "local"
 #: How long to try to reach a scheduler (and to wait for its first worker).
 CONNECT_TIMEOUT_S = 10.0
 _PLUGIN = "skillsynth-models"
+#: How points reach the run folder (``auto`` settles on one of the other two).
+TRANSPORTS = ("auto", "shared", "shipped")
 
 
 @dataclass(frozen=True)
@@ -81,12 +94,14 @@ class ClusterFacts:
         workers: worker count.
         hosts: the workers' host names.
         local: True for a LocalCluster this sweep started (models shared from this process).
+        transport: ``shared`` or ``shipped`` (see the module's docstring).
     """
 
     address: str
     workers: int
     hosts: tuple[str, ...]
     local: bool
+    transport: str = "shared"
 
 
 @contextlib.contextmanager
@@ -132,14 +147,19 @@ def open_cluster(cluster: str, *, workers: int, timeout_s: float = CONNECT_TIMEO
 
 
 def check_workers(client: Any, address: str, local: bool, *, writable: Sequence[Path],
-                  cache: str | None) -> ClusterFacts:
-    """Refuse a cluster whose workers cannot run this sweep (before any point runs).
+                  cache: str | None, transport: str = "auto") -> ClusterFacts:
+    """Refuse a cluster whose workers cannot run this sweep (before any point runs), and
+    settle the transport: ``auto`` is ``shared`` when every worker runs on this host (or the
+    cluster is a LocalCluster), else ``shipped``.
 
     Raises:
         EvaluationError: a worker lacks skillsynth or has another version (both versions
-            named), cannot write one of ``writable`` (the path and the worker named), or the
-            workers span several hosts while sharing one SQLite call cache.
+            named); with the ``shared`` transport, a worker cannot write one of ``writable``
+            (the path and the worker named) or the workers span several hosts while sharing
+            one SQLite call cache.
     """
+    if transport not in TRANSPORTS:
+        raise EvaluationError(f"transport {transport!r} is not one of {', '.join(TRANSPORTS)}")
     import cloudpickle
 
     from .. import __version__
@@ -163,18 +183,27 @@ def check_workers(client: Any, address: str, local: bool, *, writable: Sequence[
             raise EvaluationError(f"Dask worker {worker} on {f['host']} has skillsynth "
                                   f"{f['skillsynth']}, this sweep runs skillsynth "
                                   f"{__version__}; install the same version on every worker")
+    hosts = tuple(sorted({f["host"] for f in facts.values()}))
+    elsewhere = bool(set(hosts) - {socket.gethostname()})
+    if transport == "auto":
+        transport = "shipped" if elsewhere and not local else "shared"
+    if transport == "shipped":
+        if local:
+            raise EvaluationError("a LocalCluster shares this machine's folders; the shipped "
+                                  "transport is for workers that do not")
+        return ClusterFacts(address, len(facts), hosts, local, "shipped")
+    for worker, f in sorted(facts.items()):
         for path, err in f["unwritable"].items():
             raise EvaluationError(f"Dask worker {worker} on {f['host']} cannot write {path} "
                                   f"({err}); the run folder and the call cache must be on a "
-                                  "path every worker can write (a shared filesystem)")
-    hosts = tuple(sorted({f["host"] for f in facts.values()}))
-    if cache is not None and set(hosts) - {socket.gethostname()}:
+                                  "path every worker can write (a shared filesystem), or use the "
+                                  "shipped transport")
+    if cache is not None and elsewhere:
         raise EvaluationError(f"the workers of {address} run on {', '.join(hosts)}: the call "
                               f"cache {cache} is one SQLite file, which is only safe for "
                               "writers on one host (its write-ahead log needs shared memory); "
-                              "multi-host sweeps need a cache server, which skillsynth does "
-                              "not have yet")
-    return ClusterFacts(address, len(facts), hosts, local)
+                              "use the shipped transport (the default for such a cluster)")
+    return ClusterFacts(address, len(facts), hosts, local, "shared")
 
 
 class ModelServers(WorkerPlugin):  # type: ignore[misc]
@@ -282,17 +311,21 @@ def _point_task(point: Point, spec: SweepSpec, corpus: Path, backend: BackendSpe
 
 def run_points_on_cluster(client: Any, facts: ClusterFacts, todo: Sequence[Point],
                           spec: SweepSpec, corpus: Path, backend: BackendSpec, run_dir: Path,
-                          notebook: Path, progress: bool, log: Any
-                          ) -> tuple[list[str], dict[str, str]]:
-    """Submit one task per point; the ids that ran and the errors of those that failed.
+                          notebook: Path, progress: bool, log: Any, *, cache: str | Path
+                          ) -> tuple[list[str], dict[str, str], MergeCounts]:
+    """Submit one task per point; the ids that ran, the errors of those that failed, and
+    (shipped transport) the answers the workers returned, as merged into ``cache``.
 
     Points that share a synthesis go in two phases, as in a local sweep (one of each first,
     so the rest are cache hits). The progress bar counts points finished cluster-wide.
     """
     from distributed import as_completed
 
+    from .shipping import cache_snapshot, corpus_blob, merge_answers, shipped_point
+
     ran: list[str] = []
     failed: dict[str, str] = {}
+    merged = MergeCounts()
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -303,14 +336,28 @@ def run_points_on_cluster(client: Any, facts: ClusterFacts, todo: Sequence[Point
     for p in todo:
         firsts.setdefault(p.synthesis_key, p)
     phases = [list(firsts.values()), [p for p in todo if p not in firsts.values()]]
+    shipped = facts.transport == "shipped"
+    blob = client.scatter(corpus_blob(corpus), broadcast=True) if shipped and todo else None
     for phase in phases:
-        futures = {client.submit(_point_task, p, spec, corpus, backend, run_dir, notebook,
-                                 key=f"skillsynth-point-{p.id}-{uuid.uuid4().hex[:6]}",
-                                 pure=False): p for p in phase}
+        if not phase:
+            continue
+        if shipped:  # the cache as it is now: the second phase meets the first's answers
+            snapshot = client.scatter(cache_snapshot(cache), broadcast=True)
+            futures = {client.submit(shipped_point, p, spec, blob, snapshot, backend,
+                                     key=f"skillsynth-point-{p.id}-{uuid.uuid4().hex[:6]}",
+                                     pure=False): p for p in phase}
+        else:
+            futures = {client.submit(_point_task, p, spec, corpus, backend, run_dir, notebook,
+                                     key=f"skillsynth-point-{p.id}-{uuid.uuid4().hex[:6]}",
+                                     pure=False): p for p in phase}
         for fut in as_completed(futures):
             p = futures[fut]
             try:
-                error = fut.result()["error"]
+                result = fut.result()
+                error = result["error"]
+                if shipped:
+                    merged += merge_answers(cache, result["answers"])
+                    _place_shipped(result["folder"], run_dir / "points", p.id)
             except Exception as exc:  # noqa: BLE001 (a task the cluster gave up on)
                 error = f"{type(exc).__name__}: {exc}"
             if error is None:
@@ -324,4 +371,21 @@ def run_points_on_cluster(client: Any, facts: ClusterFacts, todo: Sequence[Point
         bar.close()
     for stale in (run_dir / "points").glob(".staging-*"):  # lost workers' attempts
         shutil.rmtree(stale, ignore_errors=True)
-    return ran, failed
+    if merged.conflicts:
+        log(f"{merged.conflicts} answer(s) came back from two workers differently; the first "
+            "stored is kept, the points that used the other are as they ran")
+    return ran, failed, merged
+
+
+def _place_shipped(folder: bytes | None, points: Path, point_id: str) -> None:
+    """Unpack a shipped point into ``points/<id>/`` (a finished copy already there wins)."""
+    from .shipping import unpack_folder
+
+    target = points / point_id
+    if folder is None or (target / SUMMARY).exists():
+        return
+    staging = points / f".staging-{point_id}-{uuid.uuid4().hex[:8]}"
+    unpack_folder(folder, staging)
+    if target.exists():
+        shutil.rmtree(target)  # an unfinished copy (no summary): replaced
+    staging.rename(target)

@@ -41,11 +41,12 @@ def _median(xs: list[float]) -> dict[str, Any]:
 
 def bench_sweep(spec: str | Path, *, cache: str, repeats: int = 3, workers: int | None = None,
                 cluster: str | None = None, results_root: str | Path | None = None,
-                log: Any = print) -> dict[str, Any]:
+                log: Any = print, transport: str = "auto") -> dict[str, Any]:
     """Time a warm sweep of ``spec`` and a warm single point, ``repeats`` times each.
 
     One untimed run first makes the cache warm (free when it already is). Each timed run
-    writes a fresh results folder, so nothing is skipped as already done.
+    writes a fresh results folder, so nothing is skipped as already done. ``transport`` is
+    :func:`~.sweep.run_sweep`'s (with a scheduler address).
 
     Returns:
         ``stages`` (per-stage medians over every timed point, with n), ``single_point_s``
@@ -60,14 +61,15 @@ def bench_sweep(spec: str | Path, *, cache: str, repeats: int = 3, workers: int 
     n_workers = max(1, min(workers or full.workers, n_points))
     root = Path(results_root) if results_root else Path(tempfile.mkdtemp(prefix="bench-sweep-"))
     kw: dict[str, Any] = {"cache": cache, "progress": False, "log": lambda *_: None,
-                          "workers": n_workers, "cluster": cluster}
+                          "workers": n_workers, "cluster": cluster, "transport": transport}
     log(f"warm-up: {full.name}, {n_points} point(s)")
     run_sweep(full, results_root=root / "warm-up", **kw)
     # the single point is the point's own cost: one worker of the thread pool, never a
     # cluster (a fresh cluster's start-up is the sweep's overhead, not the point's)
-    kw_single = kw | {"cluster": None, "workers": 1}
+    kw_single = kw | {"cluster": None, "workers": 1, "transport": "auto"}
     stages: dict[str, list[float]] = {s: [] for s in STAGES}
     single_point, single_sweep, sweep_s = [], [], []
+    settled: str | None = None
     try:
         for i in range(repeats):
             rep = run_sweep(single, results_root=root / f"single-{i}", **kw_single)
@@ -78,6 +80,7 @@ def bench_sweep(spec: str | Path, *, cache: str, repeats: int = 3, workers: int 
             t0 = time.perf_counter()
             rep = run_sweep(full, results_root=root / f"full-{i}", **kw)
             sweep_s.append(time.perf_counter() - t0)
+            settled = rep.transport  # what ``auto`` chose
             if rep.failed or rep.llm_calls:
                 log(f"note: run {i + 1}: {len(rep.failed)} failed point(s), {rep.llm_calls} "
                     "model call(s) not cached")
@@ -91,6 +94,7 @@ def bench_sweep(spec: str | Path, *, cache: str, repeats: int = 3, workers: int 
     one = statistics.median(single_point)
     ideal = one * n_points / n_workers
     return {"spec": full.name, "points": n_points, "workers": n_workers, "cluster": cluster,
+            "transport": settled if repeats else None,
             "stages": {k: _median(v) for k, v in stages.items() if v},
             "single_point_s": _median(single_point), "single_sweep_s": _median(single_sweep),
             "sweep_s": _median(sweep_s), "bound_s": round(2 * ideal, 2),

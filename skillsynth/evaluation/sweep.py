@@ -43,6 +43,7 @@ from ..store import MemoryStore
 from .notebooks import execute_notebook, find_notebook
 from .protocol import SUMMARY
 from .record import RunRecord, utc_now
+from .shipping import MergeCounts
 from .split import FamilyRule, family_of
 from .sweep_spec import _RUN_ONLY_KEYS, GRID_KEYS, Point, SweepSpec, expand_points
 
@@ -160,6 +161,8 @@ class SweepReport:
     cache_hits: int
     cluster: str | None = None
     workers: int = 1
+    transport: str | None = None
+    answers_returned: MergeCounts | None = None
 
 
 def _backend_spec(spec: SweepSpec, cache: str | None) -> BackendSpec:
@@ -185,6 +188,36 @@ def _shared_backend(spec: SweepSpec, cache: str | None) -> Iterator[BackendSpec]
                           embed_model=servers.embed.model, chat_url=servers.chat.base_url,
                           embed_url=servers.embed.base_url, cache=cache,
                           timeout_s=backend.timeout_s)
+
+
+def _shipped_live_corpus(client: Any, spec: SweepSpec, run_dir: Path, backend: BackendSpec,
+                         cache: str) -> tuple[Path, MergeCounts]:
+    """A live-history corpus built on a worker (shipped transport), kept in the run folder."""
+    from .shipping import cache_snapshot, merge_answers, shipped_live_corpus
+
+    db = run_dir / "corpus" / "corpus.db"
+    if (run_dir / "corpus" / "BUILT").exists():
+        return db, MergeCounts()
+    live = functools.partial(_live_corpus, progress=False, log=print)
+    out = client.submit(shipped_live_corpus, live, cache_snapshot(cache), backend, spec,
+                        pure=False).result()
+    db.parent.mkdir(parents=True, exist_ok=True)
+    for name, data in out["corpus"].files:  # the database and its labels
+        part = db.with_name(f".{name}.part")
+        part.write_bytes(data)
+        part.rename(db.with_name(name))
+    (run_dir / "corpus" / "BUILT").write_text("shipped\n", encoding="utf-8")
+    return db, merge_answers(cache, out["answers"])
+
+
+def _shipped_similarities(client: Any, corpus: Path, spec: SweepSpec, backend: BackendSpec,
+                          cache: str) -> tuple[dict[str, Any], MergeCounts]:
+    """The goal similarities computed on a worker (shipped transport)."""
+    from .shipping import cache_snapshot, corpus_blob, merge_answers, shipped_call
+
+    out = client.submit(shipped_call, _similarities, corpus_blob(corpus), cache_snapshot(cache),
+                        backend, spec.seed, spec.family, pure=False).result()
+    return out["value"], merge_answers(cache, out["answers"])
 
 
 def _similarities(corpus: Path, seed: int, family: FamilyRule, *,
@@ -248,7 +281,8 @@ def _write_timings(point_dir: Path, notebook_s: float, summary: Mapping[str, Any
 def run_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval/results",
               workers: int | None = None, cache: str | None = None, progress: bool = True,
               log: Any = print, cluster: str | None = None,
-              connect_timeout_s: float | None = None) -> SweepReport:
+              connect_timeout_s: float | None = None, transport: str = "auto"
+              ) -> SweepReport:
     """Run every point of ``spec`` not already done; aggregate all points.
 
     Args:
@@ -265,6 +299,10 @@ def run_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval/
             processes; else a Dask scheduler address (see :mod:`.distributed`).
         connect_timeout_s: how long to try to reach the scheduler (default
             :data:`~.distributed.CONNECT_TIMEOUT_S`).
+        transport: with a scheduler address, how points reach the run folder: ``auto``
+            (``shared`` when every worker runs on this host, else ``shipped``), ``shared``
+            (workers write the run folder and the cache), ``shipped`` (corpus and cache
+            travel to the workers, points come back; nothing shared).
 
     Raises:
         ConfigError: the run folder holds a different spec (resume only the same sweep).
@@ -301,8 +339,10 @@ def run_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval/
         if client is not None:
             facts = check_workers(client, str(cluster), local,
                                   writable=[run_dir / "points", Path(cache_path).parent],
-                                  cache=cache_path)
-            log(f"Dask: {facts.workers} worker(s) on {', '.join(facts.hosts)}")
+                                  cache=cache_path, transport=transport)
+            log(f"Dask: {facts.workers} worker(s) on {', '.join(facts.hosts)}; points "
+                f"{'travel through the scheduler' if facts.transport == 'shipped' else 'are written in place'}"
+                f" ({facts.transport} transport)")
         spec_file.write_text(spec_text, encoding="utf-8")
         if skipped:
             log(f"{len(skipped)} of {len(points)} point(s) already done; running {len(todo)}")
@@ -314,6 +354,10 @@ def run_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval/
             register_model_servers(client, backend)
         else:
             backend = stack.enter_context(_shared_backend(spec, cache_path))
+        shipped = facts is not None and facts.transport == "shipped"
+        merged = None
+        if corpus is None and shipped:
+            corpus, merged = _shipped_live_corpus(client, spec, run_dir, backend, cache_path)
         if corpus is None:  # the agent's own runs are the corpus: they need the model
             if client is not None and facts is not None and not facts.local:
                 from .distributed import on_worker
@@ -324,7 +368,10 @@ def run_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval/
             else:
                 corpus = _live_corpus(spec, run_dir, backend, progress, log).resolve()
         if not (run_dir / "similarity.json").exists():
-            if client is not None and facts is not None and not facts.local:
+            if shipped:
+                sims, answers = _shipped_similarities(client, corpus, spec, backend, cache_path)
+                merged = answers + (merged or MergeCounts())
+            elif client is not None and facts is not None and not facts.local:
                 from .distributed import on_worker
 
                 sims = client.submit(on_worker, _similarities, backend, corpus, spec.seed,
@@ -335,8 +382,11 @@ def run_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval/
         if facts is not None:
             from .distributed import run_points_on_cluster
 
-            ran, failed = run_points_on_cluster(client, facts, todo, spec, corpus, backend,
-                                                run_dir, notebook, progress, log)
+            ran, failed, in_points = run_points_on_cluster(
+                client, facts, todo, spec, corpus, backend, run_dir, notebook, progress, log,
+                cache=cache_path)
+            if shipped:
+                merged = in_points + (merged or MergeCounts())
         else:
             ran, failed = _run_points(todo, spec, corpus, backend, run_dir, notebook,
                                       n_workers, progress, log)
@@ -349,13 +399,17 @@ def run_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval/
     summary["this_run"] = {"ran": list(ran), "llm_calls": llm_calls, "cache_hits": cache_hits,
                            "executor": "thread pool" if facts is None else "dask",
                            "cluster": None if facts is None else facts.address,
-                           "workers": n_workers if facts is None else facts.workers}
+                           "workers": n_workers if facts is None else facts.workers,
+                           "transport": None if facts is None else facts.transport,
+                           "answers_returned": None if merged is None else asdict(merged)}
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str),
                                           encoding="utf-8")
     return SweepReport(run_dir, len(points), tuple(ran), skipped, failed,
                        round(time.perf_counter() - t0, 2), llm_calls, cache_hits,
                        cluster=None if facts is None else facts.address,
-                       workers=n_workers if facts is None else facts.workers)
+                       workers=n_workers if facts is None else facts.workers,
+                       transport=None if facts is None else facts.transport,
+                       answers_returned=merged)
 
 
 def _identity(spec_yaml: str) -> dict[str, Any]:

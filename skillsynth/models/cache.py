@@ -12,11 +12,15 @@ import hashlib
 import json
 import sqlite3
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
 from ..errors import StoreError
+
+#: How long opening a cache waits out other processes opening it at the same moment.
+_OPEN_TIMEOUT_S = 30.0
 
 __all__ = ["CacheStats", "CallCache", "cache_key", "file_sha256"]
 
@@ -68,14 +72,29 @@ class CallCache:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self._conn = sqlite3.connect(str(self.path), check_same_thread=False,
-                                         isolation_level=None)
-            self._conn.execute("PRAGMA busy_timeout=5000")
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute(_SCHEMA)
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"cannot open the call cache: {exc}", path=str(self.path)) from exc
+        deadline = time.monotonic() + _OPEN_TIMEOUT_S
+        while True:
+            conn = None
+            try:
+                conn = sqlite3.connect(str(self.path), check_same_thread=False,
+                                       isolation_level=None)
+                conn.execute("PRAGMA busy_timeout=5000")
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute(_SCHEMA)
+                self._conn = conn
+                break
+            except sqlite3.OperationalError as exc:
+                # processes opening a new cache at once race for the switch to WAL, which
+                # SQLite reports as locked without waiting on the busy timeout
+                if conn is not None:
+                    conn.close()
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise StoreError(f"cannot open the call cache: {exc}",
+                                     path=str(self.path)) from exc
+                time.sleep(0.05)
+            except sqlite3.DatabaseError as exc:
+                raise StoreError(f"cannot open the call cache: {exc}",
+                                 path=str(self.path)) from exc
         self._lock = threading.Lock()
         self._hits = 0
         self._misses = 0
