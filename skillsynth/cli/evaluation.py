@@ -116,10 +116,12 @@ def _sweep(args: argparse.Namespace) -> int:
 
     rep = run_sweep(args.spec, results_root=args.results, workers=args.workers,
                     cache=args.cache, cluster=args.cluster,
-                    connect_timeout_s=args.connect_timeout, transport=args.transport)
+                    connect_timeout_s=args.connect_timeout, transport=args.transport,
+                    mirror=args.mirror)
     where = (f" on Dask {rep.cluster} ({rep.workers} workers, {rep.transport} transport)"
              if rep.cluster else "")
-    print(f"sweep {rep.run_dir}{where}: {rep.points} point(s): ran {len(rep.ran)}, already done "
+    at = f"{rep.results_url} (local mirror {rep.run_dir})" if rep.results_url else rep.run_dir
+    print(f"sweep {at}{where}: {rep.points} point(s): ran {len(rep.ran)}, already done "
           f"{len(rep.skipped)}, failed {len(rep.failed)}; {rep.wall_s:.1f} s; "
           f"LLM calls {rep.llm_calls}, cache hits {rep.cache_hits}")
     for pid, why in rep.failed.items():
@@ -243,7 +245,13 @@ def register(sub: Any) -> None:
     model_options(p)
     p = command(sub, "sweep", "run a sweep spec through papermill (resumable)", _sweep)
     p.add_argument("spec", help="a sweep spec, e.g. eval/sweeps/synthetic-3x3x3.yaml")
-    p.add_argument("--results", default="eval/results", help="where <name>/ is written")
+    p.add_argument("--results", default="eval/results",
+                   help="where <name>/ is written: a folder, or an fsspec URL such as "
+                   "s3://bucket/runs (the sweep runs in a local mirror and uploads each point "
+                   "as it finishes; a re-run anywhere resumes from the URL)")
+    p.add_argument("--mirror", default=None, metavar="DIR",
+                   help="with a results URL: the local mirror (default: under the models "
+                   "home, by URL); report and gate read it")
     p.add_argument("--workers", type=int, default=None,
                    help="points at once (default: the spec's workers)")
     p.add_argument("--cache", default=None,

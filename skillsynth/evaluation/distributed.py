@@ -32,8 +32,8 @@ version. How points reach the run folder is the ``transport``:
   are merged into this machine's cache (see :mod:`.shipping`). Each worker's model backend
   resolves on its own host, so N hosts with N model servers run N points at once.
 
-fsspec URLs as the results folder are not supported: a point writes SQLite files, which
-need a POSIX filesystem; with ``shipped`` the results are written on this machine only.
+A results folder at an fsspec URL is written by this process only, from a local mirror
+(:mod:`.results_url`): workers never see the URL.
 
 A point is written to a staging folder and renamed into ``points/<id>/`` when it ends: a
 worker lost mid-point leaves no half-written point behind, the scheduler re-runs its task
@@ -311,7 +311,8 @@ def _point_task(point: Point, spec: SweepSpec, corpus: Path, backend: BackendSpe
 
 def run_points_on_cluster(client: Any, facts: ClusterFacts, todo: Sequence[Point],
                           spec: SweepSpec, corpus: Path, backend: BackendSpec, run_dir: Path,
-                          notebook: Path, progress: bool, log: Any, *, cache: str | Path
+                          notebook: Path, progress: bool, log: Any, *, cache: str | Path,
+                          on_point: Callable[[str], None] | None = None
                           ) -> tuple[list[str], dict[str, str], MergeCounts]:
     """Submit one task per point; the ids that ran, the errors of those that failed, and
     (shipped transport) the answers the workers returned, as merged into ``cache``.
@@ -362,6 +363,8 @@ def run_points_on_cluster(client: Any, facts: ClusterFacts, todo: Sequence[Point
                 error = f"{type(exc).__name__}: {exc}"
             if error is None:
                 ran.append(p.id)
+                if on_point is not None:
+                    on_point(p.id)
             else:
                 failed[p.id] = error[:2000]
                 log(f"point {p.id} failed: {failed[p.id].splitlines()[0]}")

@@ -81,6 +81,7 @@ def bench_sweep(spec: str | Path, *, cache: str, repeats: int = 3, workers: int 
             rep = run_sweep(full, results_root=root / f"full-{i}", **kw)
             sweep_s.append(time.perf_counter() - t0)
             settled = rep.transport  # what ``auto`` chose
+            n_workers = rep.workers  # a remote cluster's own count
             if rep.failed or rep.llm_calls:
                 log(f"note: run {i + 1}: {len(rep.failed)} failed point(s), {rep.llm_calls} "
                     "model call(s) not cached")

@@ -24,10 +24,11 @@ recall settings (tau for recall, max_recall_body_chars) ask the model the same q
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -43,6 +44,7 @@ from ..store import MemoryStore
 from .notebooks import execute_notebook, find_notebook
 from .protocol import SUMMARY
 from .record import RunRecord, utc_now
+from .results_url import is_url
 from .shipping import MergeCounts
 from .split import FamilyRule, family_of
 from .sweep_spec import _RUN_ONLY_KEYS, GRID_KEYS, Point, SweepSpec, expand_points
@@ -163,6 +165,7 @@ class SweepReport:
     workers: int = 1
     transport: str | None = None
     answers_returned: MergeCounts | None = None
+    results_url: str | None = None
 
 
 def _backend_spec(spec: SweepSpec, cache: str | None) -> BackendSpec:
@@ -281,14 +284,16 @@ def _write_timings(point_dir: Path, notebook_s: float, summary: Mapping[str, Any
 def run_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval/results",
               workers: int | None = None, cache: str | None = None, progress: bool = True,
               log: Any = print, cluster: str | None = None,
-              connect_timeout_s: float | None = None, transport: str = "auto"
-              ) -> SweepReport:
+              connect_timeout_s: float | None = None, transport: str = "auto",
+              mirror: str | Path | None = None,
+              on_point: Callable[[str], None] | None = None) -> SweepReport:
     """Run every point of ``spec`` not already done; aggregate all points.
 
     Args:
         spec: a :class:`SweepSpec` or the path of its YAML file.
-        results_root: where ``<name>/`` is written (with a cluster: a path every worker
-            can write).
+        results_root: where ``<name>/`` is written: a folder, or an fsspec URL
+            (``s3://bucket/runs``; see :mod:`.results_url`: the sweep runs in a local mirror
+            and uploads each point as it finishes).
         workers: points at once (default: the spec's ``workers``); with ``cluster="local"``
             the LocalCluster's worker processes.
         cache: the call cache file (default ``<models home>/cache.db``).
@@ -303,6 +308,9 @@ def run_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval/
             (``shared`` when every worker runs on this host, else ``shipped``), ``shared``
             (workers write the run folder and the cache), ``shipped`` (corpus and cache
             travel to the workers, points come back; nothing shared).
+        mirror: with a results URL, the local mirror's folder (default: under the models
+            home, by URL).
+        on_point: called with each point's id as soon as it has finished.
 
     Raises:
         ConfigError: the run folder holds a different spec (resume only the same sweep).
@@ -312,6 +320,10 @@ def run_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval/
     from ..models.serve import default_cache_path
 
     spec = spec if isinstance(spec, SweepSpec) else SweepSpec.load(spec)
+    if is_url(results_root):
+        return _run_sweep_at_url(spec, str(results_root), mirror, workers=workers, cache=cache,
+                                 progress=progress, log=log, cluster=cluster,
+                                 connect_timeout_s=connect_timeout_s, transport=transport)
     t0 = time.perf_counter()
     started = utc_now()
     run_dir = (Path(results_root) / spec.name).resolve()
@@ -384,12 +396,12 @@ def run_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval/
 
             ran, failed, in_points = run_points_on_cluster(
                 client, facts, todo, spec, corpus, backend, run_dir, notebook, progress, log,
-                cache=cache_path)
+                cache=cache_path, on_point=on_point)
             if shipped:
                 merged = in_points + (merged or MergeCounts())
         else:
             ran, failed = _run_points(todo, spec, corpus, backend, run_dir, notebook,
-                                      n_workers, progress, log)
+                                      n_workers, progress, log, on_point)
     summary = aggregate(run_dir, points, spec, started_utc=started)
     summary["failed"] = failed
     ran_summaries = [s for s in summary["points"] if s["id"] in ran]
@@ -412,13 +424,32 @@ def run_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval/
                        answers_returned=merged)
 
 
+def _run_sweep_at_url(spec: SweepSpec, url: str, mirror: str | Path | None,
+                      **kwargs: Any) -> SweepReport:
+    """:func:`run_sweep` with its run folder at an fsspec URL (see :mod:`.results_url`)."""
+    from .results_url import open_results_url
+
+    res = open_results_url(url, spec.name, mirror)
+    log = kwargs["log"]
+    pulled = res.pull()
+    if pulled:
+        log(f"{pulled} finished point(s) taken from {res.url}")
+    try:
+        rep = run_sweep(spec, results_root=res.local.parent, on_point=res.push_point, **kwargs)
+    finally:
+        res.push_run()
+    log(f"run folder {res.url} (local mirror {res.local})")
+    return dataclasses.replace(rep, results_url=res.url)
+
+
 def _identity(spec_yaml: str) -> dict[str, Any]:
     """What makes two specs the same sweep: everything but how the points are executed."""
     return {k: v for k, v in yaml.safe_load(spec_yaml).items() if k not in _RUN_ONLY_KEYS}
 
 
 def _run_points(todo: Sequence[Point], spec: SweepSpec, corpus: Path, backend: BackendSpec,
-                run_dir: Path, notebook: Path, workers: int, progress: bool, log: Any
+                run_dir: Path, notebook: Path, workers: int, progress: bool, log: Any,
+                on_point: Callable[[str], None] | None = None
                 ) -> tuple[list[str], dict[str, str]]:
     """Execute points in parallel workers; the ids that ran and the errors of those that failed.
 
@@ -446,6 +477,8 @@ def _run_points(todo: Sequence[Point], spec: SweepSpec, corpus: Path, backend: B
                 try:
                     fut.result()
                     ran.append(p.id)
+                    if on_point is not None:
+                        on_point(p.id)
                 except Exception as exc:  # noqa: BLE001 (one failed point must not stop the others)
                     failed[p.id] = _failure_text(exc)[:2000]
                     log(f"point {p.id} failed: {failed[p.id].splitlines()[0]}")
