@@ -59,10 +59,13 @@ class ResultsURL:
         if not self.fs.exists(self.path):
             return 0
         self.local.mkdir(parents=True, exist_ok=True)
-        for name in _TOP:
-            remote = self._remote(name)
-            if self.fs.exists(remote) and not (self.local / name).exists():
-                self.fs.get(remote, str(self.local / name), recursive=self.fs.isdir(remote))
+        for name in ("spec.yaml", "similarity.json"):  # the URL's, over a kept mirror's
+            if self.fs.exists(self._remote(name)):
+                self.fs.get_file(self._remote(name), str(self.local / name))
+        corpus = self._remote("corpus")
+        if self.fs.exists(f"{corpus}/BUILT") and not (self.local / "corpus" / "BUILT").exists():
+            self.fs.get(corpus.rstrip("/") + "/", str(self.local / "corpus") + "/",
+                        recursive=True)
         pulled = 0
         points = self._remote("points")
         if self.fs.exists(points):
@@ -99,7 +102,9 @@ class ResultsURL:
         for name in _TOP:
             path = self.local / name
             if path.is_dir():
-                for f in sorted(p for p in path.rglob("*") if p.is_file()):
+                # the corpus's BUILT marker last: a corpus at the URL with it is whole
+                for f in sorted((p for p in path.rglob("*") if p.is_file()),
+                                key=lambda p: (p.name == "BUILT", p.as_posix())):
                     dest = self._remote(name, f.relative_to(path).as_posix())
                     self.fs.makedirs(dest.rsplit("/", 1)[0], exist_ok=True)
                     self.fs.put_file(str(f), dest)
