@@ -308,6 +308,44 @@ def test_a_worker_that_shares_no_folder_gets_the_serial_kpis(serial, scheduler):
     assert shipped_point["labels_sha256"] == file_sha256(labels_path_for(corpus))
 
 
+def test_a_shipped_worker_killed_mid_point_is_retried_and_the_aggregate_is_identical(
+        serial, scheduler):
+    tmp, cache, first = serial
+    root = tmp / "shipped-killed"
+    own_cache = _copy_cache(cache, root / "cache.db")
+    workers = [_worker(scheduler), _worker(scheduler)]
+    killed: list[int] = []
+    stop = threading.Event()
+
+    def kill_one_worker() -> None:
+        deadline = time.monotonic() + 240
+        while not stop.is_set() and time.monotonic() < deadline:
+            pids = [p for p in _worker_pids_running_a_kernel()
+                    if p in {w.pid for w in workers}]
+            if pids:
+                os.kill(pids[0], 9)  # no nanny: the other worker takes the point over
+                killed.append(pids[0])
+                return
+            time.sleep(0.2)
+
+    killer = threading.Thread(target=kill_one_worker, daemon=True)
+    killer.start()
+    try:
+        rep = run_sweep(CI_SPEC, results_root=root / "r", cache=str(own_cache), progress=False,
+                        log=_quiet, cluster=scheduler, connect_timeout_s=60,
+                        transport="shipped")
+    finally:
+        stop.set()
+        killer.join()
+        for w in workers:
+            w.terminate()
+            w.wait(30)
+    assert killed, "no worker was running a point to kill"
+    assert not rep.failed and len(rep.ran) == 2
+    assert _measured(root / "r" / "ci") == _measured(first.run_dir)
+    assert not list((root / "r" / "ci" / "points").glob(".staging-*"))
+
+
 def test_answers_a_shipped_worker_computed_come_back_to_the_submitters_cache(serial, scheduler):
     tmp, cache, _ = serial
     root = tmp / "shipped-cold"
