@@ -56,6 +56,28 @@ def test_a_snapshot_carries_every_row_and_a_missing_cache_is_empty(tmp_path):
     assert snap.version != cache_snapshot(cache).version  # each snapshot is new to workers
 
 
+def test_the_cache_goes_whole_once_then_only_what_is_new(tmp_path):
+    from distributed import Client, LocalCluster
+
+    from skillsynth.evaluation.shipping import CacheShipper
+
+    cache = tmp_path / "cache.db"
+    with CallCache(cache) as c:
+        c.put("a", b"1", kind="chat", model="m")
+    with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as lc, \
+            Client(lc) as client:
+        shipper = CacheShipper(client, cache)
+        first = [f.result() for f in shipper.snapshots()]
+        assert [s.rows for s in first] == [(("a", "chat", "m", b"1"),)]
+        assert len(shipper.snapshots()) == 1  # nothing new: nothing sent
+        with CallCache(cache) as c:
+            c.put("b", b"2", kind="embed", model="e")
+        later = [f.result() for f in shipper.snapshots()]
+        assert [s.rows for s in later] == [(("a", "chat", "m", b"1"),),
+                                           (("b", "embed", "e", b"2"),)]
+        assert later[0].version == first[0].version  # the first is not sent again
+
+
 def test_an_unreadable_cache_is_named(tmp_path):
     bad = tmp_path / "cache.db"
     bad.write_bytes(b"not a database at all" * 100)
@@ -122,7 +144,7 @@ def test_a_live_corpus_built_on_a_worker_comes_back_with_its_answers(tmp_path):
     snap = CacheSnapshot("v1", (("old", "chat", "m", b"1"),))
     with LocalCluster(n_workers=1, processes=False, dashboard_address=None,
                       local_directory=str(tmp_path / "worker")) as lc, Client(lc) as client:
-        out = client.submit(shipped_live_corpus, fake_live, snap, backend, "live-spec",
+        out = client.submit(shipped_live_corpus, fake_live, [snap], backend, "live-spec",
                             pure=False).result()
     names = [name for name, _ in out["corpus"].files]
     assert names == ["corpus.db", "corpus.db.labels.sqlite"]

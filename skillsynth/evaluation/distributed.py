@@ -27,8 +27,8 @@ version. How points reach the run folder is the ``transport``:
   cache is one SQLite file in WAL mode: correct for any number of processes on one host
   (first stored answer wins), not over a network filesystem.
 * ``shipped`` (chosen when any worker runs on another host; ``transport="shipped"`` asks
-  for it on one host too): nothing shared at all. The corpus and a snapshot of the call
-  cache travel to the workers, each point comes back packed, and the answers workers added
+  for it on one host too): nothing shared at all. The corpus and the call cache (whole
+  once, then only its new rows) travel to the workers, each point comes back packed, and the answers workers added
   are merged into this machine's cache (see :mod:`.shipping`). Each worker's model backend
   resolves on its own host, so N hosts with N model servers run N points at once.
 
@@ -60,7 +60,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 from ..errors import EvaluationError
 from ..models.backend import BackendSpec
 from .protocol import SUMMARY
-from .shipping import MergeCounts
+from .shipping import CacheShipper, MergeCounts
 from .sweep_spec import Point, SweepSpec
 
 __all__ = [
@@ -312,7 +312,8 @@ def _point_task(point: Point, spec: SweepSpec, corpus: Path, backend: BackendSpe
 def run_points_on_cluster(client: Any, facts: ClusterFacts, todo: Sequence[Point],
                           spec: SweepSpec, corpus: Path, backend: BackendSpec, run_dir: Path,
                           notebook: Path, progress: bool, log: Any, *, cache: str | Path,
-                          on_point: Callable[[str], None] | None = None
+                          on_point: Callable[[str], None] | None = None,
+                          shipper: CacheShipper | None = None
                           ) -> tuple[list[str], dict[str, str], MergeCounts]:
     """Submit one task per point; the ids that ran, the errors of those that failed, and
     (shipped transport) the answers the workers returned, as merged into ``cache``.
@@ -322,7 +323,7 @@ def run_points_on_cluster(client: Any, facts: ClusterFacts, todo: Sequence[Point
     """
     from distributed import as_completed
 
-    from .shipping import cache_snapshot, corpus_blob, merge_answers, shipped_point
+    from .shipping import corpus_blob, merge_answers, shipped_point
 
     ran: list[str] = []
     failed: dict[str, str] = {}
@@ -338,13 +339,15 @@ def run_points_on_cluster(client: Any, facts: ClusterFacts, todo: Sequence[Point
         firsts.setdefault(p.synthesis_key, p)
     phases = [list(firsts.values()), [p for p in todo if p not in firsts.values()]]
     shipped = facts.transport == "shipped"
+    if shipped and shipper is None:
+        shipper = CacheShipper(client, cache)
     blob = client.scatter(corpus_blob(corpus), broadcast=True) if shipped and todo else None
     for phase in phases:
         if not phase:
             continue
-        if shipped:  # the cache as it is now: the second phase meets the first's answers
-            snapshot = client.scatter(cache_snapshot(cache), broadcast=True)
-            futures = {client.submit(shipped_point, p, spec, blob, snapshot, backend,
+        if shipper is not None:  # what is new in the cache: phase 2 meets phase 1's answers
+            snapshots = shipper.snapshots()
+            futures = {client.submit(shipped_point, p, spec, blob, snapshots, backend,
                                      key=f"skillsynth-point-{p.id}-{uuid.uuid4().hex[:6]}",
                                      pure=False): p for p in phase}
         else:

@@ -5,8 +5,9 @@ nothing on a worker writes a path of the submitting machine:
 
 * the corpus goes to every worker once (scattered bytes, kept by sha256 in the worker's
   local directory);
-* the call cache goes as a snapshot of its rows at the start of each phase; a worker keeps
-  its own SQLite copy, made to agree with the snapshot (the submitter's answers win), and
+* the call cache goes whole once, then at each later stage (goal similarities, first
+  phase, second phase) only the rows added since (:class:`CacheShipper`); a worker keeps its
+  own SQLite copy, made to agree with what it was sent (the submitter's answers win), and
   returns the answers its point added;
 * the point runs in the worker's local directory and comes back as a gzipped tar, which
   the submitter unpacks into ``points/<id>/`` (first finished copy wins, as with a shared
@@ -29,7 +30,7 @@ import sqlite3
 import tarfile
 import tempfile
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ from typing import Any
 from ..errors import StoreError
 from ..models.backend import BackendSpec
 
-__all__ = ["Blob", "CacheSnapshot", "MergeCounts", "cache_snapshot", "corpus_blob",
+__all__ = ["Blob", "CacheShipper", "CacheSnapshot", "MergeCounts", "cache_snapshot", "corpus_blob",
            "merge_answers", "pack_folder", "shipped_call", "shipped_live_corpus",
            "shipped_point", "unpack_folder"]
 
@@ -111,18 +112,39 @@ def corpus_blob(path: Path) -> Blob:
     return Blob(path.name, h.hexdigest(), tuple(files))
 
 
-def cache_snapshot(cache: str | Path) -> CacheSnapshot:
-    """Every row of the submitter's call cache (none when the file does not exist yet)."""
+def cache_snapshot(cache: str | Path, *, skip: Collection[str] = ()) -> CacheSnapshot:
+    """The rows of the submitter's call cache whose keys are not in ``skip`` (none when the
+    file does not exist yet)."""
     if not Path(cache).exists():
         return CacheSnapshot(uuid.uuid4().hex, ())
     try:
         with contextlib.closing(sqlite3.connect(f"file:{cache}?mode=ro", uri=True)) as conn:
             conn.execute("PRAGMA busy_timeout=5000")
             rows = tuple((str(k), str(kind), str(m), bytes(v))
-                         for k, kind, m, v in conn.execute(_ROWS))
+                         for k, kind, m, v in conn.execute(_ROWS) if k not in skip)
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"cannot read the call cache to ship it: {exc}", path=str(cache)) from exc
     return CacheSnapshot(uuid.uuid4().hex, rows)
+
+
+class CacheShipper:
+    """The submitter's cache on a cluster's workers: whole at the first stage, then only
+    the rows added since (a stage's tasks depend on every snapshot sent so far, so a worker
+    that joins late still gets them all, each once)."""
+
+    def __init__(self, client: Any, cache: str | Path):
+        self._client = client
+        self._cache = cache
+        self._keys: set[str] = set()
+        self._sent: list[Any] = []
+
+    def snapshots(self) -> list[Any]:
+        """Scatter what is new since the last call; the futures of every snapshot sent."""
+        snap = cache_snapshot(self._cache, skip=self._keys)
+        if snap.rows or not self._sent:
+            self._sent.append(self._client.scatter(snap, broadcast=True))
+            self._keys.update(row[0] for row in snap.rows)
+        return list(self._sent)
 
 
 def merge_answers(cache: str | Path, rows: list[tuple[str, str, str, bytes]]) -> MergeCounts:
@@ -190,9 +212,9 @@ def _materialize_corpus(blob: Blob, home: Path) -> Path:
     return folder / blob.name
 
 
-def _seed_cache(snapshot: CacheSnapshot, home: Path) -> tuple[Path, int]:
-    """The worker's cache, agreeing with ``snapshot``; and its last row id before the point
-    (the rows after it are what the point adds)."""
+def _seed_cache(snapshots: Sequence[CacheSnapshot], home: Path) -> tuple[Path, int]:
+    """The worker's cache, agreeing with ``snapshots`` (each applied once, in order); and its
+    last row id before the point (the rows after it are what the point adds)."""
     path = home / "cache.db"
     with contextlib.closing(sqlite3.connect(str(path), isolation_level=None)) as conn:
         conn.execute("PRAGMA busy_timeout=30000")
@@ -200,8 +222,10 @@ def _seed_cache(snapshot: CacheSnapshot, home: Path) -> tuple[Path, int]:
         conn.execute(_CACHE_SCHEMA)
         conn.execute("CREATE TABLE IF NOT EXISTS seeded (version TEXT PRIMARY KEY)")
         conn.execute("BEGIN IMMEDIATE")
-        if conn.execute("SELECT 1 FROM seeded WHERE version = ?",
-                        (snapshot.version,)).fetchone() is None:
+        for snapshot in snapshots:
+            if conn.execute("SELECT 1 FROM seeded WHERE version = ?",
+                            (snapshot.version,)).fetchone() is not None:
+                continue
             for key, kind, model, value in snapshot.rows:  # the submitter's answers win
                 old = conn.execute("SELECT value FROM calls WHERE key = ?", (key,)).fetchone()
                 if old is None or bytes(old[0]) != value:
@@ -221,31 +245,33 @@ def _answers_since(cache: Path, last: int) -> list[tuple[str, str, str, bytes]]:
 
 
 @contextlib.contextmanager
-def _on_this_worker(corpus: Blob | None, snapshot: CacheSnapshot, backend: BackendSpec
+def _on_this_worker(corpus: Blob | None, snapshots: Sequence[CacheSnapshot],
+                    backend: BackendSpec
                     ) -> Iterator[tuple[Path | None, BackendSpec, Callable[[], list[Any]]]]:
     """The corpus and the cache on this worker; the backend with the worker's cache."""
     from .distributed import _worker_backend
 
     home = _worker_home()
     path = None if corpus is None else _materialize_corpus(corpus, home)
-    cache, last = _seed_cache(snapshot, home)
+    cache, last = _seed_cache(snapshots, home)
     yield path, _worker_backend(replace(backend, cache=str(cache))), \
         lambda: _answers_since(cache, last)
 
 
-def shipped_call(fn: Callable[..., Any], corpus: Blob | None, snapshot: CacheSnapshot,
+def shipped_call(fn: Callable[..., Any], corpus: Blob | None,
+                 snapshots: Sequence[CacheSnapshot],
                  backend: BackendSpec, *args: Any, **kwargs: Any) -> dict[str, Any]:
     """``fn(corpus_path, *args, backend=..., **kwargs)`` on a worker (the goal
     similarities); its result and the answers it added."""
-    with _on_this_worker(corpus, snapshot, backend) as (path, wb, answers):
+    with _on_this_worker(corpus, snapshots, backend) as (path, wb, answers):
         value = fn(path, *args, backend=wb, **kwargs)
         return {"value": value, "answers": answers()}
 
 
-def shipped_live_corpus(live: Callable[..., Path], snapshot: CacheSnapshot,
+def shipped_live_corpus(live: Callable[..., Path], snapshots: Sequence[CacheSnapshot],
                         backend: BackendSpec, spec: Any) -> dict[str, Any]:
     """A live-history corpus built on a worker; its bytes and the answers it added."""
-    with _on_this_worker(None, snapshot, backend) as (_, wb, answers):
+    with _on_this_worker(None, snapshots, backend) as (_, wb, answers):
         run_dir = _worker_home() / "live" / uuid.uuid4().hex
         try:
             db = live(spec, run_dir, wb)
@@ -254,14 +280,14 @@ def shipped_live_corpus(live: Callable[..., Path], snapshot: CacheSnapshot,
             shutil.rmtree(run_dir, ignore_errors=True)
 
 
-def shipped_point(point: Any, spec: Any, corpus: Blob, snapshot: CacheSnapshot,
+def shipped_point(point: Any, spec: Any, corpus: Blob, snapshots: Sequence[CacheSnapshot],
                   backend: BackendSpec) -> dict[str, Any]:
     """One point on a worker, in its local directory: ``{"error", "folder", "answers"}``
     (``folder`` is the packed point; never raises for the point's own failure)."""
     from .notebooks import find_notebook
     from .sweep import _execute_point, _failure_text
 
-    with _on_this_worker(corpus, snapshot, backend) as (path, wb, answers):
+    with _on_this_worker(corpus, snapshots, backend) as (path, wb, answers):
         assert path is not None
         staging = _worker_home() / "points" / f"{point.id}-{uuid.uuid4().hex[:8]}"
         error: str | None = None

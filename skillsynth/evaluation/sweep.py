@@ -45,7 +45,7 @@ from .notebooks import execute_notebook, find_notebook
 from .protocol import SUMMARY
 from .record import RunRecord, utc_now
 from .results_url import is_url
-from .shipping import MergeCounts
+from .shipping import CacheShipper, MergeCounts
 from .split import FamilyRule, family_of
 from .sweep_spec import _RUN_ONLY_KEYS, GRID_KEYS, Point, SweepSpec, expand_points
 
@@ -194,15 +194,15 @@ def _shared_backend(spec: SweepSpec, cache: str | None) -> Iterator[BackendSpec]
 
 
 def _shipped_live_corpus(client: Any, spec: SweepSpec, run_dir: Path, backend: BackendSpec,
-                         cache: str) -> tuple[Path, MergeCounts]:
+                         cache: str, shipper: CacheShipper) -> tuple[Path, MergeCounts]:
     """A live-history corpus built on a worker (shipped transport), kept in the run folder."""
-    from .shipping import cache_snapshot, merge_answers, shipped_live_corpus
+    from .shipping import merge_answers, shipped_live_corpus
 
     db = run_dir / "corpus" / "corpus.db"
     if (run_dir / "corpus" / "BUILT").exists():
         return db, MergeCounts()
     live = functools.partial(_live_corpus, progress=False, log=print)
-    out = client.submit(shipped_live_corpus, live, cache_snapshot(cache), backend, spec,
+    out = client.submit(shipped_live_corpus, live, shipper.snapshots(), backend, spec,
                         pure=False).result()
     db.parent.mkdir(parents=True, exist_ok=True)
     for name, data in out["corpus"].files:  # the database and its labels
@@ -214,11 +214,12 @@ def _shipped_live_corpus(client: Any, spec: SweepSpec, run_dir: Path, backend: B
 
 
 def _shipped_similarities(client: Any, corpus: Path, spec: SweepSpec, backend: BackendSpec,
-                          cache: str) -> tuple[dict[str, Any], MergeCounts]:
+                          cache: str, shipper: CacheShipper
+                          ) -> tuple[dict[str, Any], MergeCounts]:
     """The goal similarities computed on a worker (shipped transport)."""
-    from .shipping import cache_snapshot, corpus_blob, merge_answers, shipped_call
+    from .shipping import corpus_blob, merge_answers, shipped_call
 
-    out = client.submit(shipped_call, _similarities, corpus_blob(corpus), cache_snapshot(cache),
+    out = client.submit(shipped_call, _similarities, corpus_blob(corpus), shipper.snapshots(),
                         backend, spec.seed, spec.family, pure=False).result()
     return out["value"], merge_answers(cache, out["answers"])
 
@@ -367,9 +368,11 @@ def run_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval/
         else:
             backend = stack.enter_context(_shared_backend(spec, cache_path))
         shipped = facts is not None and facts.transport == "shipped"
+        shipper = CacheShipper(client, cache_path) if shipped else None
         merged = None
-        if corpus is None and shipped:
-            corpus, merged = _shipped_live_corpus(client, spec, run_dir, backend, cache_path)
+        if corpus is None and shipper is not None:
+            corpus, merged = _shipped_live_corpus(client, spec, run_dir, backend, cache_path,
+                                                  shipper)
         if corpus is None:  # the agent's own runs are the corpus: they need the model
             if client is not None and facts is not None and not facts.local:
                 from .distributed import on_worker
@@ -380,8 +383,9 @@ def run_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval/
             else:
                 corpus = _live_corpus(spec, run_dir, backend, progress, log).resolve()
         if not (run_dir / "similarity.json").exists():
-            if shipped:
-                sims, answers = _shipped_similarities(client, corpus, spec, backend, cache_path)
+            if shipper is not None:
+                sims, answers = _shipped_similarities(client, corpus, spec, backend, cache_path,
+                                                      shipper)
                 merged = answers + (merged or MergeCounts())
             elif client is not None and facts is not None and not facts.local:
                 from .distributed import on_worker
@@ -396,7 +400,7 @@ def run_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval/
 
             ran, failed, in_points = run_points_on_cluster(
                 client, facts, todo, spec, corpus, backend, run_dir, notebook, progress, log,
-                cache=cache_path, on_point=on_point)
+                cache=cache_path, on_point=on_point, shipper=shipper)
             if shipped:
                 merged = in_points + (merged or MergeCounts())
         else:
