@@ -294,9 +294,15 @@ def _point_task(point: Point, spec: SweepSpec, corpus: Path, backend: BackendSpe
         _execute_point(point, spec, corpus, _worker_backend(backend), staging, notebook)
     except Exception as exc:  # noqa: BLE001 (recorded as the point's failure)
         error = _failure_text(exc)
-    if (target / SUMMARY).exists():  # another attempt finished first: it wins
+    return {"error": error if _into_place(staging, target) else None}
+
+
+def _into_place(staging: Path, target: Path) -> bool:
+    """Rename a point's finished attempt to ``target``; False when a copy that finished
+    first is already there (it wins, this attempt is removed)."""
+    if (target / SUMMARY).exists():
         shutil.rmtree(staging, ignore_errors=True)
-        return {"error": None}
+        return False
     try:
         if target.exists():
             shutil.rmtree(target)  # an unfinished copy (no summary): replaced
@@ -305,8 +311,8 @@ def _point_task(point: Point, spec: SweepSpec, corpus: Path, backend: BackendSpe
         if not (target / SUMMARY).exists():
             raise
         shutil.rmtree(staging, ignore_errors=True)  # another attempt renamed first: it wins
-        return {"error": None}
-    return {"error": error}
+        return False
+    return True
 
 
 def run_points_on_cluster(client: Any, facts: ClusterFacts, todo: Sequence[Point],
@@ -392,6 +398,4 @@ def _place_shipped(folder: bytes | None, points: Path, point_id: str) -> None:
         return
     staging = points / f".staging-{point_id}-{uuid.uuid4().hex[:8]}"
     unpack_folder(folder, staging)
-    if target.exists():
-        shutil.rmtree(target)  # an unfinished copy (no summary): replaced
-    staging.rename(target)
+    _into_place(staging, target)

@@ -37,15 +37,13 @@ from typing import Any
 
 from ..errors import StoreError
 from ..models.backend import BackendSpec
+from ..models.cache import CACHE_SCHEMA
 
 __all__ = ["Blob", "CacheShipper", "CacheSnapshot", "MergeCounts", "cache_snapshot", "corpus_blob",
            "merge_answers", "pack_folder", "shipped_call", "shipped_live_corpus",
            "shipped_point", "unpack_folder"]
 
 _ROWS = "SELECT key, kind, model, value FROM calls"
-_CACHE_SCHEMA = ("CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, kind TEXT NOT NULL, "
-                 "model TEXT NOT NULL, value BLOB NOT NULL, created_at TEXT NOT NULL DEFAULT "
-                 "(strftime('%Y-%m-%dT%H:%M:%fZ', 'now')))")
 
 
 @dataclass(frozen=True)
@@ -154,7 +152,7 @@ def merge_answers(cache: str | Path, rows: list[tuple[str, str, str, bytes]]) ->
         with contextlib.closing(sqlite3.connect(str(cache), isolation_level=None)) as conn:
             conn.execute("PRAGMA busy_timeout=5000")
             conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute(_CACHE_SCHEMA)
+            conn.execute(CACHE_SCHEMA)
             conn.execute("BEGIN IMMEDIATE")
             for key, kind, model, value in rows:
                 old = conn.execute("SELECT value FROM calls WHERE key = ?", (key,)).fetchone()
@@ -219,7 +217,7 @@ def _seed_cache(snapshots: Sequence[CacheSnapshot], home: Path) -> tuple[Path, i
     with contextlib.closing(sqlite3.connect(str(path), isolation_level=None)) as conn:
         conn.execute("PRAGMA busy_timeout=30000")
         conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute(_CACHE_SCHEMA)
+        conn.execute(CACHE_SCHEMA)
         conn.execute("CREATE TABLE IF NOT EXISTS seeded (version TEXT PRIMARY KEY)")
         conn.execute("BEGIN IMMEDIATE")
         for snapshot in snapshots:

@@ -22,9 +22,10 @@ from ..errors import StoreError
 #: How long opening a cache waits out other processes opening it at the same moment.
 _OPEN_TIMEOUT_S = 30.0
 
-__all__ = ["CacheStats", "CallCache", "cache_key", "file_sha256"]
+__all__ = ["CACHE_SCHEMA", "CacheStats", "CallCache", "cache_key", "file_sha256"]
 
-_SCHEMA = """
+#: The cache's one table (also made by copies a Dask worker keeps, see evaluation.shipping).
+CACHE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS calls (
     key        TEXT PRIMARY KEY,
     kind       TEXT NOT NULL,
@@ -80,7 +81,7 @@ class CallCache:
                                        isolation_level=None)
                 conn.execute("PRAGMA busy_timeout=5000")
                 conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute(_SCHEMA)
+                conn.execute(CACHE_SCHEMA)
                 self._conn = conn
                 break
             except sqlite3.OperationalError as exc:
