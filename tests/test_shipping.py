@@ -59,14 +59,14 @@ def test_a_snapshot_carries_every_row_and_a_missing_cache_is_empty(tmp_path):
 def test_the_cache_goes_whole_once_then_only_what_is_new(tmp_path):
     from distributed import Client, LocalCluster
 
-    from skillsynth.evaluation.shipping import CacheShipper
+    from skillsynth.evaluation.shipping import Shipper
 
     cache = tmp_path / "cache.db"
     with CallCache(cache) as c:
         c.put("a", b"1", kind="chat", model="m")
     with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as lc, \
             Client(lc) as client:
-        shipper = CacheShipper(client, cache)
+        shipper = Shipper(client, cache)
         first = [f.result() for f in shipper.snapshots()]
         assert [s.rows for s in first] == [(("a", "chat", "m", b"1"),)]
         assert len(shipper.snapshots()) == 1  # nothing new: nothing sent

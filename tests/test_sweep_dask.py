@@ -57,8 +57,7 @@ def serial(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("dask-sweep")
     cache = tmp / "cache.db"
     if default_cache_path().exists():  # a consistent copy, even while others write it
-        with sqlite3.connect(default_cache_path()) as src, sqlite3.connect(cache) as dst:
-            src.backup(dst)
+        _copy_cache(default_cache_path(), cache)
     rep = run_sweep(CI_SPEC, results_root=tmp / "serial", cache=str(cache), progress=False,
                     log=_quiet)
     assert not rep.failed and len(rep.ran) == rep.points == 2
@@ -276,6 +275,19 @@ def _copy_cache(src: Path, dst: Path) -> Path:
     return dst
 
 
+def _shipped_sweep(scheduler: str, results: Path, cache: Path, *,
+                   read_only: Path | None = None):
+    """CI's sweep on one worker of its own, shipped transport."""
+    proc = _worker(scheduler, read_only=read_only)
+    try:
+        return run_sweep(CI_SPEC, results_root=results, cache=str(cache), progress=False,
+                         log=_quiet, cluster=scheduler, connect_timeout_s=60,
+                         transport="shipped")
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
 def test_a_worker_that_shares_no_folder_gets_the_serial_kpis(serial, scheduler):
     # shipped transport: the worker cannot write the results folder nor the cache's folder
     # (a read-only view where the system allows one); the corpus and the cache travel to
@@ -283,14 +295,8 @@ def test_a_worker_that_shares_no_folder_gets_the_serial_kpis(serial, scheduler):
     tmp, cache, first = serial
     root = tmp / "shipped-ro"
     own_cache = _copy_cache(cache, root / "cache" / "cache.db")
-    proc = _worker(scheduler, read_only=root if _can_mount_read_only(tmp) else None)
-    try:
-        rep = run_sweep(CI_SPEC, results_root=root / "r", cache=str(own_cache), progress=False,
-                        log=_quiet, cluster=scheduler, connect_timeout_s=60,
-                        transport="shipped")
-    finally:
-        proc.terminate()
-        proc.wait(30)
+    rep = _shipped_sweep(scheduler, root / "r", own_cache,
+                         read_only=root if _can_mount_read_only(tmp) else None)
     assert not rep.failed and len(rep.ran) == 2 and rep.transport == "shipped"
     assert _measured(root / "r" / "ci") == _measured(first.run_dir)
     assert rep.llm_calls == 0 and rep.answers_returned is not None
@@ -353,14 +359,7 @@ def test_answers_a_shipped_worker_computed_come_back_to_the_submitters_cache(ser
     with sqlite3.connect(own_cache) as db:  # every embedding is asked again on the worker
         removed = db.execute("DELETE FROM calls WHERE kind = 'embed'").rowcount
     assert removed > 0
-    proc = _worker(scheduler)
-    try:
-        rep = run_sweep(CI_SPEC, results_root=root / "r", cache=str(own_cache), progress=False,
-                        log=_quiet, cluster=scheduler, connect_timeout_s=60,
-                        transport="shipped")
-    finally:
-        proc.terminate()
-        proc.wait(30)
+    rep = _shipped_sweep(scheduler, root / "r", own_cache)
     assert not rep.failed and len(rep.ran) == 2
     back = rep.answers_returned
     assert back is not None and back.added > 0 and back.conflicts == 0

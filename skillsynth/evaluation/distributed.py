@@ -60,7 +60,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 from ..errors import EvaluationError
 from ..models.backend import BackendSpec
 from .protocol import SUMMARY
-from .shipping import CacheShipper, MergeCounts
+from .shipping import MergeCounts, Shipper
 from .sweep_spec import Point, SweepSpec
 
 __all__ = [
@@ -319,7 +319,7 @@ def run_points_on_cluster(client: Any, facts: ClusterFacts, todo: Sequence[Point
                           spec: SweepSpec, corpus: Path, backend: BackendSpec, run_dir: Path,
                           notebook: Path, progress: bool, log: Any, *, cache: str | Path,
                           on_point: Callable[[str], None] | None = None,
-                          shipper: CacheShipper | None = None
+                          shipper: Shipper | None = None
                           ) -> tuple[list[str], dict[str, str], MergeCounts]:
     """Submit one task per point; the ids that ran, the errors of those that failed, and
     (shipped transport) the answers the workers returned, as merged into ``cache``.
@@ -329,7 +329,7 @@ def run_points_on_cluster(client: Any, facts: ClusterFacts, todo: Sequence[Point
     """
     from distributed import as_completed
 
-    from .shipping import corpus_blob, merge_answers, shipped_point
+    from .shipping import shipped_point
 
     ran: list[str] = []
     failed: dict[str, str] = {}
@@ -344,29 +344,26 @@ def run_points_on_cluster(client: Any, facts: ClusterFacts, todo: Sequence[Point
     for p in todo:
         firsts.setdefault(p.synthesis_key, p)
     phases = [list(firsts.values()), [p for p in todo if p not in firsts.values()]]
-    shipped = facts.transport == "shipped"
-    if shipped and shipper is None:
-        shipper = CacheShipper(client, cache)
-    blob = client.scatter(corpus_blob(corpus), broadcast=True) if shipped and todo else None
+    if facts.transport == "shipped" and shipper is None:
+        shipper = Shipper(client, cache)
     for phase in phases:
         if not phase:
             continue
         if shipper is not None:  # what is new in the cache: phase 2 meets phase 1's answers
-            snapshots = shipper.snapshots()
-            futures = {client.submit(shipped_point, p, spec, blob, snapshots, backend,
-                                     key=f"skillsynth-point-{p.id}-{uuid.uuid4().hex[:6]}",
-                                     pure=False): p for p in phase}
+            task: Callable[..., Any] = shipped_point
+            args: tuple[Any, ...] = (spec, shipper.corpus(corpus), shipper.snapshots(), backend)
         else:
-            futures = {client.submit(_point_task, p, spec, corpus, backend, run_dir, notebook,
-                                     key=f"skillsynth-point-{p.id}-{uuid.uuid4().hex[:6]}",
-                                     pure=False): p for p in phase}
+            task, args = _point_task, (spec, corpus, backend, run_dir, notebook)
+        futures = {client.submit(task, p, *args, pure=False,
+                                 key=f"skillsynth-point-{p.id}-{uuid.uuid4().hex[:6]}"): p
+                   for p in phase}
         for fut in as_completed(futures):
             p = futures[fut]
             try:
                 result = fut.result()
                 error = result["error"]
-                if shipped:
-                    merged += merge_answers(cache, result["answers"])
+                if shipper is not None:
+                    merged += shipper.take_back(result["answers"])
                     _place_shipped(result["folder"], run_dir / "points", p.id)
             except Exception as exc:  # noqa: BLE001 (a task the cluster gave up on)
                 error = f"{type(exc).__name__}: {exc}"

@@ -54,6 +54,10 @@ class ResultsURL:
     def _remote(self, *parts: str) -> str:
         return "/".join([self.path.rstrip("/"), *parts])
 
+    def _put(self, local: Path, dest: str) -> None:
+        self.fs.makedirs(dest.rsplit("/", 1)[0], exist_ok=True)
+        self.fs.put_file(str(local), dest)
+
     def pull(self) -> int:
         """Copy what the URL holds into the mirror; the finished points copied."""
         if not self.fs.exists(self.path):
@@ -88,9 +92,7 @@ class ResultsURL:
         files = sorted(p for p in folder.rglob("*") if p.is_file())
         for f in [*(p for p in files if p.name != SUMMARY or p.parent != folder),
                   folder / SUMMARY]:
-            dest = f"{remote}/{f.relative_to(folder).as_posix()}"
-            self.fs.makedirs(dest.rsplit("/", 1)[0], exist_ok=True)
-            self.fs.put_file(str(f), dest)
+            self._put(f, f"{remote}/{f.relative_to(folder).as_posix()}")
 
     def push_run(self) -> None:
         """Upload the run folder's top-level files (spec, corpus, similarities, aggregate),
@@ -105,11 +107,9 @@ class ResultsURL:
                 # the corpus's BUILT marker last: a corpus at the URL with it is whole
                 for f in sorted((p for p in path.rglob("*") if p.is_file()),
                                 key=lambda p: (p.name == "BUILT", p.as_posix())):
-                    dest = self._remote(name, f.relative_to(path).as_posix())
-                    self.fs.makedirs(dest.rsplit("/", 1)[0], exist_ok=True)
-                    self.fs.put_file(str(f), dest)
+                    self._put(f, self._remote(name, f.relative_to(path).as_posix()))
             elif path.exists():
-                self.fs.put_file(str(path), self._remote(name))
+                self._put(path, self._remote(name))
 
 
 def open_results_url(url: str, name: str, mirror: str | Path | None = None) -> ResultsURL:

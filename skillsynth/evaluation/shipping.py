@@ -6,7 +6,7 @@ nothing on a worker writes a path of the submitting machine:
 * the corpus goes to every worker once (scattered bytes, kept by sha256 in the worker's
   local directory);
 * the call cache goes whole once, then at each later stage (goal similarities, first
-  phase, second phase) only the rows added since (:class:`CacheShipper`); a worker keeps its
+  phase, second phase) only the rows added since (:class:`Shipper`); a worker keeps its
   own SQLite copy, made to agree with what it was sent (the submitter's answers win), and
   returns the answers its point added;
 * the point runs in the worker's local directory and comes back as a gzipped tar, which
@@ -39,9 +39,20 @@ from ..errors import StoreError
 from ..models.backend import BackendSpec
 from ..models.cache import CACHE_SCHEMA
 
-__all__ = ["Blob", "CacheShipper", "CacheSnapshot", "MergeCounts", "cache_snapshot", "corpus_blob",
-           "merge_answers", "pack_folder", "shipped_call", "shipped_live_corpus",
-           "shipped_point", "unpack_folder"]
+__all__ = [
+    "Blob",
+    "CacheSnapshot",
+    "MergeCounts",
+    "Shipper",
+    "cache_snapshot",
+    "corpus_blob",
+    "merge_answers",
+    "pack_folder",
+    "shipped_call",
+    "shipped_live_corpus",
+    "shipped_point",
+    "unpack_folder",
+]
 
 _ROWS = "SELECT key, kind, model, value FROM calls"
 
@@ -125,16 +136,24 @@ def cache_snapshot(cache: str | Path, *, skip: Collection[str] = ()) -> CacheSna
     return CacheSnapshot(uuid.uuid4().hex, rows)
 
 
-class CacheShipper:
-    """The submitter's cache on a cluster's workers: whole at the first stage, then only
-    the rows added since (a stage's tasks depend on every snapshot sent so far, so a worker
-    that joins late still gets them all, each once)."""
+class Shipper:
+    """What travels to a cluster's workers, each thing once: the corpus (by path), and the
+    submitter's cache, whole at the first stage, then only the rows added since (a stage's
+    tasks depend on every snapshot sent so far, so a worker that joins late still gets them
+    all); and the answers that come back, merged into that cache."""
 
     def __init__(self, client: Any, cache: str | Path):
         self._client = client
         self._cache = cache
         self._keys: set[str] = set()
         self._sent: list[Any] = []
+        self._corpora: dict[Path, Any] = {}
+
+    def corpus(self, path: Path) -> Any:
+        """The corpus at ``path`` on every worker (a future; read and sent once)."""
+        if path not in self._corpora:
+            self._corpora[path] = self._client.scatter(corpus_blob(path), broadcast=True)
+        return self._corpora[path]
 
     def snapshots(self) -> list[Any]:
         """Scatter what is new since the last call; the futures of every snapshot sent."""
@@ -143,6 +162,10 @@ class CacheShipper:
             self._sent.append(self._client.scatter(snap, broadcast=True))
             self._keys.update(row[0] for row in snap.rows)
         return list(self._sent)
+
+    def take_back(self, answers: list[tuple[str, str, str, bytes]]) -> MergeCounts:
+        """A task's returned answers, stored in the submitter's cache (first stored wins)."""
+        return merge_answers(self._cache, answers)
 
 
 def merge_answers(cache: str | Path, rows: list[tuple[str, str, str, bytes]]) -> MergeCounts:

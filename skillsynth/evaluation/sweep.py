@@ -45,7 +45,7 @@ from .notebooks import execute_notebook, find_notebook
 from .protocol import SUMMARY
 from .record import RunRecord, utc_now
 from .results_url import is_url
-from .shipping import CacheShipper, MergeCounts
+from .shipping import MergeCounts, Shipper
 from .split import FamilyRule, family_of
 from .sweep_spec import _RUN_ONLY_KEYS, GRID_KEYS, Point, SweepSpec, expand_points
 
@@ -194,9 +194,9 @@ def _shared_backend(spec: SweepSpec, cache: str | None) -> Iterator[BackendSpec]
 
 
 def _shipped_live_corpus(client: Any, spec: SweepSpec, run_dir: Path, backend: BackendSpec,
-                         cache: str, shipper: CacheShipper) -> tuple[Path, MergeCounts]:
+                         shipper: Shipper) -> tuple[Path, MergeCounts]:
     """A live-history corpus built on a worker (shipped transport), kept in the run folder."""
-    from .shipping import merge_answers, shipped_live_corpus
+    from .shipping import shipped_live_corpus
 
     db = run_dir / "corpus" / "corpus.db"
     if (run_dir / "corpus" / "BUILT").exists():
@@ -210,18 +210,17 @@ def _shipped_live_corpus(client: Any, spec: SweepSpec, run_dir: Path, backend: B
         part.write_bytes(data)
         part.rename(db.with_name(name))
     (run_dir / "corpus" / "BUILT").write_text("shipped\n", encoding="utf-8")
-    return db, merge_answers(cache, out["answers"])
+    return db, shipper.take_back(out["answers"])
 
 
 def _shipped_similarities(client: Any, corpus: Path, spec: SweepSpec, backend: BackendSpec,
-                          cache: str, shipper: CacheShipper
-                          ) -> tuple[dict[str, Any], MergeCounts]:
+                          shipper: Shipper) -> tuple[dict[str, Any], MergeCounts]:
     """The goal similarities computed on a worker (shipped transport)."""
-    from .shipping import corpus_blob, merge_answers, shipped_call
+    from .shipping import shipped_call
 
-    out = client.submit(shipped_call, _similarities, corpus_blob(corpus), shipper.snapshots(),
+    out = client.submit(shipped_call, _similarities, shipper.corpus(corpus), shipper.snapshots(),
                         backend, spec.seed, spec.family, pure=False).result()
-    return out["value"], merge_answers(cache, out["answers"])
+    return out["value"], shipper.take_back(out["answers"])
 
 
 def _similarities(corpus: Path, seed: int, family: FamilyRule, *,
@@ -368,11 +367,10 @@ def run_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval/
         else:
             backend = stack.enter_context(_shared_backend(spec, cache_path))
         shipped = facts is not None and facts.transport == "shipped"
-        shipper = CacheShipper(client, cache_path) if shipped else None
+        shipper = Shipper(client, cache_path) if shipped else None
         merged = None
         if corpus is None and shipper is not None:
-            corpus, merged = _shipped_live_corpus(client, spec, run_dir, backend, cache_path,
-                                                  shipper)
+            corpus, merged = _shipped_live_corpus(client, spec, run_dir, backend, shipper)
         if corpus is None:  # the agent's own runs are the corpus: they need the model
             if client is not None and facts is not None and not facts.local:
                 from .distributed import on_worker
@@ -384,8 +382,7 @@ def run_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval/
                 corpus = _live_corpus(spec, run_dir, backend, progress, log).resolve()
         if not (run_dir / "similarity.json").exists():
             if shipper is not None:
-                sims, answers = _shipped_similarities(client, corpus, spec, backend, cache_path,
-                                                      shipper)
+                sims, answers = _shipped_similarities(client, corpus, spec, backend, shipper)
                 merged = answers + (merged or MergeCounts())
             elif client is not None and facts is not None and not facts.local:
                 from .distributed import on_worker
