@@ -70,7 +70,8 @@ def test_live_world_keys_are_checked(tmp_path):
         SweepSpec.load(_spec(tmp_path, repeats=0))
     spec = SweepSpec.load(_spec(tmp_path, corpus=live, history="live", world="tau2:retail",
                                 tasks=[5, "9"], repeats=3, policy=False))
-    assert (spec.world, spec.history, spec.tasks, spec.repeats, spec.policy) == (
+    o = spec.options
+    assert (o.world, o.history, o.tasks, o.repeats, o.policy) == (
         "tau2:retail", "live", ("5", "9"), 3, False)
 
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..evaluation.options import add_cli_options, cli_values
 from ._common import (
     EXIT_FAIL,
     EXIT_OK,
@@ -28,35 +29,29 @@ __all__ = ["register"]
 def _eval_point(args: argparse.Namespace) -> int:
     from ..evaluation import EvalConfig, run_point
 
-    th = thresholds_of(args)
-    tasks = tuple(t for t in args.tasks.split(",") if t) if args.tasks else None
-    world = args.world or "replay"
-    corpus = args.corpus
+    opts = cli_values(args)
+    tasks, corpus = opts["tasks"], args.corpus
     if args.history == "live":
         if not args.live:
             raise UsageError("--history live runs the agent: add --live")
         if tasks is None:
             raise UsageError("--history live needs --tasks ID,ID,... (the tasks the agent "
                              "attempts k+1 times)")
-        world = args.world or args.corpus
+        if opts["world"] == "replay":  # the corpus argument names the world
+            opts["world"] = args.corpus
         corpus = str(Path(args.out) / "live-corpus.db")
-    elif args.world and not args.live:
+    elif args.world != "replay" and not args.live:
         raise UsageError("--world is where live probes run: add --live")
-    cfg = EvalConfig(corpus, strategy=args.strategy, thresholds=th, k=args.k,
-                     mode=args.mode, seed=args.seed, labels=args.labels, live=args.live,
-                     step_limit=args.step_limit, family=args.family, world=world,
-                     history=args.history, repeats=args.repeats,
-                     temperature=args.temperature, policy=not args.no_policy, tasks=tasks,
-                     protocol=args.protocol, recall_key=args.recall_key, rate=args.rate,
-                     cadence=args.cadence, cadence_unit=args.cadence_unit)
+    cfg = EvalConfig(corpus, thresholds=thresholds_of(args), labels=args.labels, **opts)
+    world = cfg.world
     with clients(args) as (chat, emb), user_client(args) as user:
         if args.history == "live":
             from ..evaluation.live_history import live_history
             from ..evaluation.worlds import get_world
 
             rep = live_history(get_world(world), chat, corpus, tasks=tasks or (),
-                               attempts=args.k + 1, step_limit=args.step_limit,
-                               temperature=args.temperature, policy=not args.no_policy,
+                               attempts=cfg.k + 1, step_limit=cfg.step_limit,
+                               temperature=cfg.temperature, policy=cfg.policy,
                                model=getattr(getattr(chat, "endpoint", None), "model", None),
                                progress=True)
             print(f"live history: {rep.ran} run(s), {rep.already_present} kept, "
@@ -175,52 +170,8 @@ def register(sub: Any) -> None:
     p.add_argument("corpus", help="the corpus memory.db (labels beside it); with --history "
                    "live, the world the agent generates its history in")
     p.add_argument("out", help="the point's folder (written)")
-    p.add_argument("--strategy", default="skillsynth",
-                   choices=("skillsynth", "gaia-greedy", "gaia-shipped", "cortexprism", "pheron",
-                            "none"),
-                   help="the procedural-memory design under test")
-    p.add_argument("--k", type=int, default=3, help="history attempts per family (probe: k+1)")
-    p.add_argument("--family", choices=("task", "tools"), default="task",
-                   help="family rule: the same task, or tasks with the same state-changing "
-                        "ground-truth tools (tests generalisation)")
-    p.add_argument("--mode", choices=("yaml", "json"), default="json",
-                   help="distillation mode")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.add_argument("--labels", help="the labels file (default <corpus>.labels.sqlite)")
-    p.add_argument("--live", action="store_true",
-                   help="also run the live agent (both arms per probe, function calling)")
-    p.add_argument("--step-limit", type=int, default=12,
-                   help="the live agent's most tool calls per arm")
-    p.add_argument("--world", default=None,
-                   help="where live probes run: a tau2 world (`world list`); default the "
-                   "corpus's recordings (replay)")
-    p.add_argument("--history", choices=("corpus", "live"), default="corpus",
-                   help="live: the agent runs k+1 attempts of each --tasks task in the world "
-                   "and those runs are the history (#887's closed loop)")
-    p.add_argument("--tasks", default=None, metavar="ID,ID,...",
-                   help="only these task ids: the probes run live (and, with --history live, "
-                   "the tasks attempted)")
-    p.add_argument("--repeats", type=int, default=1,
-                   help="live runs per arm per probe (more than 1 samples at --temperature)")
-    p.add_argument("--temperature", type=float, default=0.7,
-                   help="sampling temperature of repeated runs and of live history attempts")
-    p.add_argument("--no-policy", action="store_true",
-                   help="do not give the live agent the world's policy text")
-    p.add_argument("--protocol", choices=("strict", "rolling"), default="strict",
-                   help="strict: one pass on attempts 1..k, attempt k+1 the probe; rolling: "
-                   "sessions replayed in time order, a pass every --cadence, every later "
-                   "attempt a probe")
-    p.add_argument("--recall-key", choices=("when_to_use", "goals", "both"),
-                   default="when_to_use", help="recall procedures by their when_to_use "
-                   "(GAIA), the goals of the sessions they came from, or the better of both")
-    p.add_argument("--rate", choices=("calls", "session"), default="calls",
-                   help="cluster success signal: the per-call success rate (GAIA) or the "
-                   "sessions' labelled outcomes")
-    p.add_argument("--cadence", type=int, default=20,
-                   help="rolling: a synthesis pass (a simulated process start) every N "
-                   "sessions or days")
-    p.add_argument("--cadence-unit", choices=("sessions", "days"), default="sessions",
-                   help="rolling: the unit of --cadence")
+    add_cli_options(p)  # one flag per point option, from PointOptions
     model_options(p)
     user_options(p)
     p = command(sub, "calibrate", "measure same- vs different-family similarity on labelled "

@@ -3,6 +3,7 @@
 * :mod:`.split`: which sessions are history and which are probes;
 * :mod:`.replay`: the replay estimate of tool steps (rule ``replay-v1``, see METHODS.md);
 * :mod:`.metrics`: the per-probe results row and KPIs with bootstrap intervals;
+* :mod:`.options`: a point's options, declared once (:class:`PointOptions`);
 * :mod:`.protocol`: one evaluation point (split, synthesize, recall, score, write), under
   the strict protocol or :mod:`.rolling` (passes over time, every later attempt a probe);
   :mod:`.scoring` scores one probe's two arms for both;
@@ -16,6 +17,7 @@
 from __future__ import annotations
 
 from .metrics import KPI, ProbeResult, ProcedureCheck, bootstrap_interval, point_kpis
+from .options import PointOptions
 from .protocol import EvalConfig, PointResult, check_floors, run_point
 from .replay import RULE, StepEstimate, estimate_steps
 from .split import Split, build_history, load_split, split_attempts
@@ -24,6 +26,7 @@ __all__ = [
     "KPI",
     "RULE",
     "EvalConfig",
+    "PointOptions",
     "PointResult",
     "ProbeResult",
     "ProcedureCheck",

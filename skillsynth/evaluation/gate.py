@@ -24,6 +24,8 @@ from typing import Any
 from ..config import read_config_file
 from ..errors import ConfigError, EvaluationError
 from ..pipeline.skill import PROFILES
+from .options import PointOptions
+from .sweep_spec import PROTOCOL_KEYS
 from .verdict import verdict as verdict_rows
 from .verdict import verdict_points
 
@@ -65,7 +67,7 @@ def _load_baseline(path: str | Path) -> dict[str, Any]:
 
 
 #: The protocol settings of a point (or a baseline entry) that does not name them.
-PROTOCOL_DEFAULTS = {"protocol": "strict", "recall_key": "when_to_use", "rate": "calls"}
+PROTOCOL_DEFAULTS = {k: PointOptions.defaults()[k] for k in PROTOCOL_KEYS}
 
 
 def _matches(point: Mapping[str, Any], match: Mapping[str, Any]) -> bool:

@@ -42,6 +42,7 @@ from ..errors import ConfigError, EvaluationError
 from ..models.backend import BackendSpec, open_clients
 from ..store import MemoryStore
 from .notebooks import execute_notebook, find_notebook
+from .options import PointOptions
 from .protocol import SUMMARY
 from .record import RunRecord, utc_now
 from .results_url import is_url
@@ -103,13 +104,13 @@ def _live_corpus(spec: SweepSpec, run_dir: Path, backend: BackendSpec, progress:
     from .live_history import live_history
     from .worlds import get_world
 
-    conf = dict(spec.corpus["live"])
+    conf, opts = dict(spec.corpus["live"]), spec.options
     db = run_dir / "corpus" / "corpus.db"
     with open_clients(backend) as (chat, _):
-        rep = live_history(get_world(spec.world), chat, db, tasks=[str(t) for t in conf["tasks"]],
-                           attempts=spec.k + 1, step_limit=int(conf.get("step_limit",
-                                                                        spec.step_limit)),
-                           temperature=float(conf.get("temperature", 0.7)), policy=spec.policy,
+        rep = live_history(get_world(opts.world), chat, db, tasks=[str(t) for t in conf["tasks"]],
+                           attempts=opts.k + 1,
+                           step_limit=int(conf.get("step_limit", opts.step_limit)),
+                           temperature=float(conf.get("temperature", 0.7)), policy=opts.policy,
                            model=backend.chat_model, progress=progress)
     log(f"live history: {rep.ran} run(s) now, {rep.already_present} kept; "
         f"{rep.successes} succeeded")
@@ -219,7 +220,7 @@ def _shipped_similarities(client: Any, corpus: Path, spec: SweepSpec, backend: B
     from .shipping import shipped_call
 
     out = client.submit(shipped_call, _similarities, shipper.corpus(corpus), shipper.snapshots(),
-                        backend, spec.seed, spec.family, pure=False).result()
+                        backend, spec.options.seed, spec.options.family, pure=False).result()
     return out["value"], shipper.take_back(out["answers"])
 
 
@@ -232,16 +233,9 @@ def _similarities(corpus: Path, seed: int, family: FamilyRule, *,
 def _execute_point(point: Point, spec: SweepSpec, corpus: Path, backend: BackendSpec,
                    point_dir: Path, notebook: Path) -> dict[str, Any]:
     point_dir.mkdir(parents=True, exist_ok=True)
-    params = {"corpus": str(corpus), "strategy": point.strategy,
-              "thresholds": point.thresholds().to_settings_block(),
-              "k": spec.k, "mode": spec.mode, "seed": spec.seed, "n_boot": spec.n_boot,
-              "live": spec.live, "step_limit": spec.step_limit, "family": spec.family,
-              "world": spec.world, "history": spec.history, "repeats": spec.repeats,
-              "temperature": spec.temperature, "policy": spec.policy,
-              "tasks": None if spec.tasks is None else list(spec.tasks),
+    params = {"corpus": str(corpus), "thresholds": point.thresholds().to_settings_block(),
+              "options": point.point_options(spec).to_json(),
               "user": None if spec.user is None else dict(spec.user),
-              **point.settings(spec), "cadence": spec.cadence,
-              "cadence_unit": spec.cadence_unit,
               "backend": asdict(backend), "out_dir": str(point_dir)}
     import papermill  # noqa: F401 (a fresh Dask worker's first import is not kernel start)
 
@@ -358,7 +352,8 @@ def run_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval/
         spec_file.write_text(spec_text, encoding="utf-8")
         if skipped:
             log(f"{len(skipped)} of {len(points)} point(s) already done; running {len(todo)}")
-        corpus = None if spec.history == "live" else _build_corpus(spec, run_dir, log).resolve()
+        corpus = (None if spec.options.history == "live"
+                  else _build_corpus(spec, run_dir, log).resolve())
         if client is not None and facts is not None and not facts.local:
             from .distributed import register_model_servers
 
@@ -387,10 +382,12 @@ def run_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval/
             elif client is not None and facts is not None and not facts.local:
                 from .distributed import on_worker
 
-                sims = client.submit(on_worker, _similarities, backend, corpus, spec.seed,
-                                     spec.family, pure=False).result()
+                sims = client.submit(on_worker, _similarities, backend, corpus,
+                                     spec.options.seed, spec.options.family,
+                                     pure=False).result()
             else:
-                sims = _similarities(corpus, spec.seed, spec.family, backend=backend)
+                sims = _similarities(corpus, spec.options.seed, spec.options.family,
+                                     backend=backend)
             (run_dir / "similarity.json").write_text(json.dumps(sims), encoding="utf-8")
         if facts is not None:
             from .distributed import run_points_on_cluster
@@ -444,8 +441,14 @@ def _run_sweep_at_url(spec: SweepSpec, url: str, mirror: str | Path | None,
 
 
 def _identity(spec_yaml: str) -> dict[str, Any]:
-    """What makes two specs the same sweep: everything but how the points are executed."""
-    return {k: v for k, v in yaml.safe_load(spec_yaml).items() if k not in _RUN_ONLY_KEYS}
+    """What makes two specs the same sweep: everything but how the points are executed.
+
+    An option at its default counts as absent, so a run folder written before an option
+    existed (or before the spec file listed it) still resumes under the same spec.
+    """
+    defaults = PointOptions().to_json()
+    return {k: v for k, v in yaml.safe_load(spec_yaml).items()
+            if k not in _RUN_ONLY_KEYS and not (k in defaults and v == defaults[k])}
 
 
 def _run_points(todo: Sequence[Point], spec: SweepSpec, corpus: Path, backend: BackendSpec,

@@ -25,27 +25,9 @@
 # %% tags=["parameters"]
 # Parameters (papermill overrides these)
 corpus = "eval/results/example/corpus/corpus.db"   # a corpus memory.db with its labels file
-strategy = "skillsynth"        # skillsynth | gaia-greedy | cortexprism | pheron | none
 thresholds = {"similarity_tau": 0.8, "min_occurrences": 3, "max_recall_body_chars": 1500}
-k = 3                          # attempts per family in the history; attempt k+1 is the probe
-family = "task"                # family rule: task (same task) or tools (same kind of task)
-mode = "json"                  # distillation mode: json (small models) or yaml (GAIA's)
-seed = 0                       # bootstrap seed
-n_boot = 2000                  # bootstrap resamples per interval
-live = False                   # also run the live agent (both arms per probe)
-step_limit = 12                # the live agent's most tool calls per arm
-world = "replay"               # where live probes run: replay, tau2:airline, tau2:retail
-history = "corpus"             # corpus (recorded) or live (the agent's own runs in world)
-repeats = 1                    # live runs per arm per probe
-temperature = 0.7              # sampling temperature of repeated live runs
-policy = True                  # give the live agent the world's policy text
-tasks = None                   # only probes of these task ids run live (None: all)
+options = {}                   # the point's options (PointOptions; a missing key takes its default)
 user = None                    # a simulated user's endpoint {base_url, model, backend} (None: solo)
-protocol = "strict"            # strict (one pass, attempt k+1 the probe) or rolling (passes over time)
-recall_key = "when_to_use"     # recall by: when_to_use (GAIA), goals (member goals) or both
-rate = "calls"                 # cluster success signal: calls (GAIA) or session (outcomes)
-cadence = 20                   # rolling: a synthesis pass every `cadence` sessions or days
-cadence_unit = "sessions"      # rolling: sessions or days
 backend = {"backend": "local"} # skillsynth.models.backend.BackendSpec fields
 out_dir = "eval/results/example/points/manual"
 
@@ -54,16 +36,19 @@ out_dir = "eval/results/example/points/manual"
 import pandas as pd
 
 from skillsynth.config import Thresholds
-from skillsynth.evaluation import EvalConfig, run_point
+from skillsynth.evaluation import EvalConfig, PointOptions, run_point
 from skillsynth.models.backend import BackendSpec, open_clients, open_user
 
+# %% [markdown]
+# Every option, its value here and what it does (declared once, in `PointOptions`):
+
+# %%
+opts = PointOptions.from_mapping(options, source="the notebook's options parameter")
+pd.DataFrame([{"option": n, "value": getattr(opts, n), "what it does": PointOptions.doc(n)}
+              for n in PointOptions.names()]).set_index("option")
+
 # %% tags=["run"]
-cfg = EvalConfig(corpus, strategy=strategy, thresholds=Thresholds().merge(thresholds),
-                 k=k, mode=mode, seed=seed, n_boot=n_boot, live=live, step_limit=step_limit,
-                 family=family, world=world, history=history, repeats=repeats,
-                 temperature=temperature, policy=policy,
-                 tasks=None if tasks is None else tuple(tasks), protocol=protocol,
-                 recall_key=recall_key, rate=rate, cadence=cadence, cadence_unit=cadence_unit)
+cfg = EvalConfig(corpus, thresholds=Thresholds().merge(thresholds), **opts.to_json())
 u = user or {}
 with open_clients(BackendSpec(**backend)) as (llm, embedder), \
         open_user(u.get("base_url"), u.get("model"), backend=u.get("backend", "lemonade"),
