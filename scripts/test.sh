@@ -1,9 +1,17 @@
 #!/usr/bin/env bash
 # Set up skillsynth with its test dependencies and run the test suite.
-# Extra arguments go to pytest (e.g. scripts/test.sh -k store -x).
+#   scripts/test.sh            the whole suite (prepares the embedded models and tau2 worlds)
+#   scripts/test.sh --fast     the fast tier only: no models, worlds or Dask needed, nothing
+#                              prepared (tests marked models, live, dask, notebooks or slow
+#                              are left out; see tests/conftest.py)
+# Other arguments go to pytest (e.g. scripts/test.sh -k store -x).
 set -euo pipefail
 . "$(dirname "$0")/_venv.sh" dev,notebooks
 cd "$ROOT"
+if [ "${1:-}" = "--fast" ]; then
+    shift
+    SKILLSYNTH_TEST_TIER=fast exec python -m pytest "$@"
+fi
 # The real-model tests need llama-server and the embedded models (idempotent; the first
 # run builds llama.cpp, converts the embedder and assembles the default chat model, later
 # runs only check): the default chat model for the tests, SmolLM2 for CI's fast sweep.

@@ -1,12 +1,59 @@
-"""Shared fixtures: real SQLite files in pytest's tmp_path, never in-memory stand-ins."""
+"""Shared fixtures: real SQLite files in pytest's tmp_path, never in-memory stand-ins.
+
+Test tiers (markers registered in pyproject.toml): ``models``, ``live``, ``dask``,
+``notebooks``, ``slow``; the fast tier is every test with none of them. With
+``SKILLSYNTH_TEST_TIER=fast`` (``scripts/test.sh --fast``) the session runs as on a machine
+where nothing is prepared: the models home is an empty folder and importing tau2 fails, so
+an unmarked test that needs the models or a world fails loudly instead of quietly slowing
+the fast tier down. CI runs the fast tier that way before the full suite.
+"""
 
 from __future__ import annotations
 
+import importlib.abc
+import os
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from skillsynth.store import MemoryStore
+
+FAST = os.environ.get("SKILLSYNTH_TEST_TIER") == "fast"
+#: Packages a fast-tier test may not import: what ``skillsynth world prepare`` installs.
+_BLOCKED = ("tau2",)
+
+
+class _Unprepared(importlib.abc.MetaPathFinder):
+    """Refuses the packages of the heavier tiers, naming the marker a test needs."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in _BLOCKED:
+            raise ImportError(f"{name} is not available in the fast test tier: mark the test "
+                              "with @pytest.mark.live")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if FAST:
+        os.environ["SKILLSYNTH_HOME"] = tempfile.mkdtemp(prefix="skillsynth-fast-tier-")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """After collection (a marked module may import tau2 at its top, and it is
+    deselected), the fast tier forgets the package and refuses it from here on."""
+    if FAST:
+        for name in [m for m in sys.modules if m.split(".")[0] in _BLOCKED]:
+            del sys.modules[name]
+        sys.meta_path.insert(0, _Unprepared())
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if FAST:  # the fast tier is the unmarked tests, whatever -m says
+        tiers = ("models", "live", "dask", "notebooks", "slow")
+        keep = [i for i in items if not any(i.get_closest_marker(t) for t in tiers)]
+        config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+        items[:] = keep
 
 
 @pytest.fixture

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from skillsynth.cli import main
 from skillsynth.corpora import LabelStore, labels_path_for
 from skillsynth.store import MemoryStore
@@ -19,6 +21,7 @@ def test_corpus_generate_writes_a_labelled_gaia_store(tmp_path, capsys):
     assert "exists" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_bench_pipeline_prints_medians_with_n(capsys):
     assert main(["bench", "pipeline", "--sizes", "300", "--procedures", "50", "--repeats", "2",
                  "--queries", "20", "--json"]) == 0
@@ -39,6 +42,7 @@ def test_bench_pipeline_prints_medians_with_n(capsys):
     assert "p99" in out and "cells (" in out and "recall@2 vs flat 1.0000" in out
 
 
+@pytest.mark.live
 def test_world_prepare_is_idempotent_and_bench_worlds_times_real_calls(capsys):
     assert main(["world", "prepare"]) == 0  # installed already: checks, loads both domains
     out = capsys.readouterr().out

@@ -21,6 +21,8 @@ from skillsynth.models.llm import ChatClient
 from skillsynth.models.serve import locate_models, models_status, serve_local
 from skillsynth.store import MemoryStore
 
+pytestmark = pytest.mark.models  # every test here runs the embedded models
+
 
 @pytest.fixture(scope="session")
 def servers():
@@ -335,6 +337,7 @@ def test_the_default_model_calls_a_tool_and_the_call_is_read(servers):
     assert "paris" in calls[0]["function"]["arguments"].lower()
 
 
+@pytest.mark.live
 def test_live_smoke_two_tau2_retail_tasks_both_arms(servers, tmp_path):
     # CI's live smoke: history from the shipped tau2 retail recordings, two probes run live
     # in tau2:retail in both arms (step limit 4) by the default model; the world must have

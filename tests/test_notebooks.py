@@ -49,6 +49,8 @@ def test_an_unknown_notebook_is_an_error_listing_the_shipped_ones():
         find_notebook("nope.ipynb")
 
 
+@pytest.mark.notebooks
+@pytest.mark.models
 def test_walkthrough_runs_from_an_empty_folder_to_kpis(tmp_path):
     work = tmp_path / "walk"
     _run("walkthrough.ipynb", tmp_path / "walkthrough.ipynb", workdir=str(work))
@@ -60,6 +62,8 @@ def test_walkthrough_runs_from_an_empty_folder_to_kpis(tmp_path):
     assert "RECALLED PROCEDURES" in text or "nothing recalled for this goal" in text
 
 
+@pytest.mark.notebooks
+@pytest.mark.models
 @pytest.mark.parametrize("method", ["agglomerative", "gaia-greedy"])
 def test_tuning_notebook_runs_without_widgets_and_writes_settings(tmp_path, method):
     out = tmp_path / "memory_settings.json"
@@ -72,6 +76,8 @@ def test_tuning_notebook_runs_without_widgets_and_writes_settings(tmp_path, meth
     assert "pair_precision" in text and "largest injected block" in text
 
 
+@pytest.mark.notebooks
+@pytest.mark.models
 def test_tuning_notebook_builds_its_widgets(tmp_path):
     import ipywidgets  # noqa: F401  (the notebooks extra; the README's test command installs it)
 

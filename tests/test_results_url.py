@@ -38,6 +38,7 @@ def test_urls_and_paths_are_told_apart(tmp_path):
         open_results_url("nosuchscheme://x", "ci", tmp_path)
 
 
+@pytest.mark.models
 @pytest.mark.parametrize("scheme", ["memory", "file"])
 def test_a_sweep_at_a_url_uploads_its_points_and_resumes_from_the_url(tmp_path, scheme):
     url = (f"memory://runs-{uuid.uuid4().hex[:8]}" if scheme == "memory"

@@ -56,6 +56,7 @@ def test_a_snapshot_carries_every_row_and_a_missing_cache_is_empty(tmp_path):
     assert snap.version != cache_snapshot(cache).version  # each snapshot is new to workers
 
 
+@pytest.mark.dask
 def test_the_cache_goes_whole_once_then_only_what_is_new(tmp_path):
     from distributed import Client, LocalCluster
 
@@ -126,6 +127,7 @@ def test_a_corpus_travels_with_its_labels_byte_for_byte(tmp_path):
     assert both.sha256 != alone.sha256  # the labels are part of what a point measured
 
 
+@pytest.mark.dask
 def test_a_live_corpus_built_on_a_worker_comes_back_with_its_answers(tmp_path):
     from distributed import Client, LocalCluster
 
@@ -173,6 +175,7 @@ def _facts(host: str, unwritable: dict[str, str] | None = None) -> dict:
     return {"host": host, "pid": 1, "skillsynth": __version__, "unwritable": unwritable or {}}
 
 
+@pytest.mark.dask
 def test_the_transport_is_shared_on_this_host_and_shipped_across_hosts(tmp_path):
     import socket
 

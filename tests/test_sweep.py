@@ -105,16 +105,17 @@ def test_calibrated_tau_points_take_the_embedders_calibration(tmp_path):
         SweepSpec.load(_spec(tmp_path, grid=grid, backend={"backend": "lemonade"}))
 
 
+@pytest.mark.notebooks
 def test_a_point_past_its_timeout_fails_loudly_and_the_others_still_run(tmp_path):
     # a real kernel under papermill; the stand-in point notebook sleeps for one strategy
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
                                  "language": "python"}
-    params = nbformat.v4.new_code_cell('strategy = ""\nout_dir = ""')
+    params = nbformat.v4.new_code_cell('options = {}\nout_dir = ""')
     params.metadata["tags"] = ["parameters"]
     nb.cells = [params, nbformat.v4.new_code_cell(
         "import pathlib, time\n"
-        "if strategy == 'skillsynth':\n    time.sleep(120)\n"
+        "if options['strategy'] == 'skillsynth':\n    time.sleep(120)\n"
         "pathlib.Path(out_dir, 'summary.json').write_text('{}')")]
     notebook = tmp_path / "stand-in.ipynb"
     nbformat.write(nb, str(notebook))
@@ -147,6 +148,7 @@ def _point_files(run: Path) -> dict[str, float]:
     return {p.parent.name: p.stat().st_mtime_ns for p in run.glob("points/*/summary.json")}
 
 
+@pytest.mark.models
 def test_killed_sweep_resumes_and_a_rerun_point_is_a_cache_hit(tmp_path, request):
     spec = _spec(tmp_path)
     results, cache = tmp_path / "results", tmp_path / "cache.db"

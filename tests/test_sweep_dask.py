@@ -28,6 +28,8 @@ from skillsynth.errors import EvaluationError
 from skillsynth.evaluation.sweep import run_sweep
 from skillsynth.models.cache import file_sha256
 
+pytestmark = pytest.mark.dask  # every test here starts or reaches a Dask cluster
+
 ROOT = Path(__file__).resolve().parent.parent
 CI_SPEC = ROOT / "eval" / "sweeps" / "ci.yaml"
 #: KPIs that count what the run cost (model calls, cache hits), not what it measured

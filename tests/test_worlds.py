@@ -21,6 +21,8 @@ from skillsynth.evaluation.worlds import tau2 as tau2_world
 from skillsynth.pipeline.skill import Skill
 from skillsynth.store import MemoryStore
 
+pytestmark = pytest.mark.live  # every test here acts in a tau2 world
+
 
 @pytest.fixture(scope="module")
 def airline():
