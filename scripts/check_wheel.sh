@@ -18,7 +18,7 @@ cd "$WORK"   # nothing of the checkout is on the path from here on
 SK="$WORK/venv/bin/skillsynth"
 "$WORK/venv/bin/python" - <<'PY'
 import skillsynth, sys
-from skillsynth.evaluation.notebooks import find_notebook
+from skillsynth.evaluation.sweeps.notebooks import find_notebook
 where = skillsynth.__file__
 assert "site-packages" in where, f"not the installed wheel: {where}"
 for name in ("sweep_point.ipynb", "report.ipynb", "walkthrough.ipynb", "tuning.ipynb"):
@@ -32,7 +32,7 @@ PY
 test -s "$WORK/results/ci/report.html"
 "$WORK/venv/bin/python" - <<'PY'
 from pathlib import Path
-from skillsynth.evaluation.notebooks import execute_notebook, find_notebook
+from skillsynth.evaluation.sweeps.notebooks import execute_notebook, find_notebook
 work = Path.cwd() / "walk"
 execute_notebook(find_notebook("walkthrough.ipynb"), Path.cwd() / "walkthrough.ipynb",
                  {"workdir": str(work)}, cwd=Path.cwd(), timeout_s=600)

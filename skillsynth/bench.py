@@ -349,7 +349,7 @@ def bench_tuning(embedder: Any, llm: ChatModel, *, sessions: int = 10_000, repea
     """
     from .config import Thresholds
     from .corpora.synthetic import generate_corpus
-    from .evaluation.tuning import TuningSession
+    from .evaluation.tuning.session import TuningSession
 
     attempts = max(2, sessions // 8)
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
@@ -419,7 +419,7 @@ def bench_distill(corpora: dict[str, str], llm: ChatModel, embedder: Embeds,
     ``log`` (a callable taking a line) hears of each corpus as it starts.
     """
     from .errors import MalformedSkill, UngroundedSkill
-    from .evaluation.split import build_history, load_split
+    from .evaluation.point.split import build_history, load_split
     from .pipeline.cluster import cluster_by_goal
     from .pipeline.detect import extract_sequences
     from .pipeline.distill import distill
@@ -520,8 +520,8 @@ def bench_worlds(worlds: list[str], *, llm: ChatModel | None = None, live_tasks:
     skill: it times the longer prompt, it is not recall). ``max_tasks`` bounds the tasks
     whose calls are timed (default every task).
     """
-    from .evaluation.agent import run_agent
-    from .evaluation.worlds import Tau2World, get_world
+    from .evaluation.live.agent import run_agent
+    from .evaluation.live.worlds import Tau2World, get_world
     from .pipeline.skill import Skill
 
     out: dict[str, Any] = {}

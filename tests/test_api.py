@@ -16,12 +16,15 @@ MODULES = [m.name.removeprefix("skillsynth.")
 
 
 def test_every_public_module_has_an_honest_all():
-    assert {"cli", "cli.models", "evaluation.sweep", "corpora.tau2", "models.chat_models",
-            "pipeline.synthesize", "store.memory", "evaluation.worlds.tau2"} <= set(MODULES)
+    assert {"cli", "cli.models", "evaluation.sweeps.run", "corpora.tau2",
+            "models.chat_models", "pipeline.synthesize", "store.memory",
+            "evaluation.live.worlds.tau2", "evaluation.point.run"} <= set(MODULES)
     for name in MODULES:
         mod = importlib.import_module(f"skillsynth.{name}")
-        exported = set(getattr(mod, "__all__", ()))
-        assert exported, f"skillsynth.{name} has no __all__"
+        assert hasattr(mod, "__all__"), f"skillsynth.{name} has no __all__"
+        exported = set(mod.__all__)
+        # a package that only documents its modules exports nothing, honestly
+        assert exported or mod.__file__.endswith("__init__.py"), f"skillsynth.{name}: empty"
         for n in exported:
             assert hasattr(mod, n), f"skillsynth.{name}.__all__ names missing {n}"
         defined = {n for n, obj in vars(mod).items()
@@ -75,6 +78,30 @@ def test_layers_import_only_downwards():
         bad = _imports(PKG / "pipeline" / f"{stage}.py") & later
         assert not bad, f"stage {stage} imports a later stage: {bad}"
     assert set(STAGES) == {f.stem for f in (PKG / "pipeline").glob("*.py")} - {"__init__"}
+
+
+#: evaluation/'s sub-packages, lowest first: each imports only from those before it.
+EVALUATION_LAYERS = ("strategies", "live", "point", "tuning", "sweeps", "reporting")
+
+
+def test_evaluation_sub_packages_import_one_way_and_no_private_name_crosses_modules():
+    ev = PKG / "evaluation"
+    assert {p.name for p in ev.iterdir() if p.is_dir() and (p / "__init__.py").exists()} \
+        == set(EVALUATION_LAYERS)
+    assert {f.name for f in ev.glob("*.py")} == {"__init__.py"}  # every module has a room
+    for i, layer in enumerate(EVALUATION_LAYERS):
+        later = tuple(f"skillsynth.evaluation.{x}" for x in EVALUATION_LAYERS[i + 1:])
+        for f in sorted((ev / layer).rglob("*.py")):
+            bad = {m for m in _imports(f) if m.startswith(later)}
+            assert not bad, f"{f.relative_to(PKG)} imports a later sub-package: {bad}"
+    for f in sorted(ev.rglob("*.py")):
+        here = "skillsynth." + ".".join(f.relative_to(PKG).parent.parts)
+        private = {m for m in _imports(f)
+                   if m.rsplit(".", 1)[-1].startswith("_") and not m.endswith("__version__")
+                   # a package's private module, used inside its own package, is its own
+                   and not (m.rsplit(".", 1)[0] == here and (f.parent / (
+                       m.rsplit(".", 1)[-1] + ".py")).exists())}
+        assert not private, f"{f.relative_to(PKG)} imports private names {private}"
 
 
 def test_no_module_is_over_600_lines():

@@ -15,7 +15,12 @@ from fakes import FakeDistiller, FakeFamilyEmbedder
 
 from skillsynth.corpora.synthetic import generate_corpus
 from skillsynth.errors import ConfigError
-from skillsynth.evaluation.calibrate import Calibration, CalibrationCorpus, calibrate, tau_table
+from skillsynth.evaluation.tuning.calibrate import (
+    Calibration,
+    CalibrationCorpus,
+    calibrate,
+    tau_table,
+)
 
 
 @pytest.fixture(scope="module")

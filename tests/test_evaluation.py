@@ -35,12 +35,12 @@ from skillsynth.evaluation import (
     run_point,
     split_attempts,
 )
-from skillsynth.evaluation.agent import run_agent
-from skillsynth.evaluation.metrics import ProbeResult
-from skillsynth.evaluation.record import RunRecord
-from skillsynth.evaluation.split import family_of
+from skillsynth.evaluation.live.agent import run_agent
+from skillsynth.evaluation.live.worlds import CallOutcome, ReplayWorld, judge_success
+from skillsynth.evaluation.point.metrics import ProbeResult
+from skillsynth.evaluation.point.record import RunRecord
+from skillsynth.evaluation.point.split import family_of
 from skillsynth.evaluation.strategies.keyword import KeywordIndex
-from skillsynth.evaluation.worlds import CallOutcome, ReplayWorld, judge_success
 from skillsynth.models.cache import file_sha256
 from skillsynth.pipeline.skill import Skill
 from skillsynth.store import Procedure, ToolCall, installed_gaia_version

@@ -16,7 +16,7 @@ from fakes import FakeBrokenChat, FakeDistiller, FakeFamilyEmbedder, FakeGaiaDis
 
 from skillsynth.config import Thresholds
 from skillsynth.errors import ConfigError, EvaluationError
-from skillsynth.evaluation.protocol import EvalConfig, run_point
+from skillsynth.evaluation.point.run import EvalConfig, run_point
 from skillsynth.evaluation.strategies import gaia_shipped as gs
 from skillsynth.evaluation.strategies import get_strategy
 from skillsynth.store import MemoryStore
@@ -249,7 +249,7 @@ def test_without_amd_gaia_the_strategy_names_the_install_command(monkeypatch, tm
 def test_sweeps_take_gaia_shipped_beside_gaia_greedy(gaia, tmp_path):
     import yaml
 
-    from skillsynth.evaluation.sweep import SweepSpec, expand_points
+    from skillsynth.evaluation.sweeps.run import SweepSpec, expand_points
 
     spec = {"name": "t", "corpus": {"db": "c.db"}, "backend": "local",
             "grid": {"strategy": ["gaia-greedy", "gaia-shipped"], "similarity_tau": [0.8]}}

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from skillsynth.config import load_thresholds
-from skillsynth.evaluation.notebooks import execute_notebook, find_notebook
+from skillsynth.evaluation.sweeps.notebooks import execute_notebook, find_notebook
 
 
 def _run(name, out, **params):

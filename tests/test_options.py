@@ -11,10 +11,10 @@ import yaml
 
 from skillsynth.errors import ConfigError
 from skillsynth.evaluation import EvalConfig, PointOptions
-from skillsynth.evaluation.gate import PROTOCOL_DEFAULTS
-from skillsynth.evaluation.notebooks import find_notebook
-from skillsynth.evaluation.options import add_cli_options, cli_values
-from skillsynth.evaluation.sweep_spec import _SPEC_ONLY_KEYS, GRID_KEYS, SweepSpec
+from skillsynth.evaluation.point.options import add_cli_options, cli_values
+from skillsynth.evaluation.reporting.gate import PROTOCOL_DEFAULTS
+from skillsynth.evaluation.sweeps.notebooks import find_notebook
+from skillsynth.evaluation.sweeps.spec import _SPEC_ONLY_KEYS, GRID_KEYS, SweepSpec
 
 #: What a point takes besides its options: where its data and models are, and its folder.
 NOT_OPTIONS = {"corpus", "thresholds", "labels", "user", "backend", "out_dir"}
@@ -109,7 +109,7 @@ def test_a_spec_takes_every_option_as_a_top_level_key(tmp_path):
 
 
 def test_an_old_run_folders_spec_still_matches_when_options_are_added():
-    from skillsynth.evaluation.sweep import _identity
+    from skillsynth.evaluation.sweeps.run import _identity
 
     old = {"name": "s", "k": 3, "grid": {"strategy": ["none"]}}  # written before 'strategy'
     new = old | {"strategy": "skillsynth", "cadence": 20}         # both at their defaults

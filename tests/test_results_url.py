@@ -12,8 +12,8 @@ import fsspec
 import pytest
 
 from skillsynth.errors import ConfigError
-from skillsynth.evaluation.results_url import is_url, open_results_url
-from skillsynth.evaluation.sweep import run_sweep
+from skillsynth.evaluation.sweeps.results_url import is_url, open_results_url
+from skillsynth.evaluation.sweeps.run import run_sweep
 
 CI_SPEC = Path(__file__).resolve().parent.parent / "eval" / "sweeps" / "ci.yaml"
 

@@ -16,8 +16,8 @@ from skillsynth.config import Thresholds
 from skillsynth.corpora import LabelStore, labels_path_for
 from skillsynth.errors import ConfigError, EvaluationError
 from skillsynth.evaluation import EvalConfig, load_split, run_point
-from skillsynth.evaluation.metrics import ProbeResult, point_kpis
-from skillsynth.evaluation.sweep_spec import SweepSpec, expand_points
+from skillsynth.evaluation.point.metrics import ProbeResult, point_kpis
+from skillsynth.evaluation.sweeps.spec import SweepSpec, expand_points
 from skillsynth.pipeline.recall import ExemplarIndex, recall, recall_index
 from skillsynth.pipeline.synthesize import synthesize_skills
 from skillsynth.store import MemoryStore, Procedure, encode_embedding

@@ -12,7 +12,7 @@ import pytest
 
 from skillsynth.corpora.labels import labels_path_for
 from skillsynth.errors import StoreError
-from skillsynth.evaluation.shipping import (
+from skillsynth.evaluation.sweeps.shipping import (
     CacheSnapshot,
     MergeCounts,
     cache_snapshot,
@@ -60,7 +60,7 @@ def test_a_snapshot_carries_every_row_and_a_missing_cache_is_empty(tmp_path):
 def test_the_cache_goes_whole_once_then_only_what_is_new(tmp_path):
     from distributed import Client, LocalCluster
 
-    from skillsynth.evaluation.shipping import Shipper
+    from skillsynth.evaluation.sweeps.shipping import Shipper
 
     cache = tmp_path / "cache.db"
     with CallCache(cache) as c:
@@ -180,7 +180,7 @@ def test_the_transport_is_shared_on_this_host_and_shipped_across_hosts(tmp_path)
     import socket
 
     from skillsynth.errors import EvaluationError
-    from skillsynth.evaluation.distributed import check_workers
+    from skillsynth.evaluation.sweeps.dask_cluster import check_workers
 
     here, there = socket.gethostname(), "another-host.example"
     cache = str(tmp_path / "cache.db")

@@ -21,8 +21,8 @@ import pytest
 import yaml
 
 from skillsynth.errors import ConfigError, SkillsynthError
-from skillsynth.evaluation.report import gate, load_run, protocol_table
-from skillsynth.evaluation.sweep import SweepSpec, _run_points, expand_points, run_sweep
+from skillsynth.evaluation.reporting.report import gate, load_run, protocol_table
+from skillsynth.evaluation.sweeps.run import SweepSpec, _run_points, expand_points, run_sweep
 from skillsynth.models.backend import BackendSpec
 
 SPEC = {"name": "t", "corpus": {"synthetic": {"families": 3, "seed": 5, "attempts": 4}},

@@ -25,7 +25,7 @@ import pytest
 
 from skillsynth.corpora.labels import labels_path_for
 from skillsynth.errors import EvaluationError
-from skillsynth.evaluation.sweep import run_sweep
+from skillsynth.evaluation.sweeps.run import run_sweep
 from skillsynth.models.cache import file_sha256
 
 pytestmark = pytest.mark.dask  # every test here starts or reaches a Dask cluster
@@ -375,7 +375,7 @@ def test_a_named_endpoint_backend_is_checked_when_the_spec_loads(tmp_path):
     import yaml
 
     from skillsynth.errors import ConfigError
-    from skillsynth.evaluation.sweep import SweepSpec
+    from skillsynth.evaluation.sweeps.run import SweepSpec
 
     base = yaml.safe_load(CI_SPEC.read_text())
     spec = tmp_path / "s.yaml"
@@ -410,8 +410,8 @@ def _stand_in_notebook(tmp: Path, code: str) -> Path:
 def test_a_point_attempt_is_staged_and_a_copy_finished_first_wins(tmp_path):
     # what a lost worker's rescheduled point relies on: an attempt writes a staging folder
     # and renames it into place, unless another attempt's copy finished first
-    from skillsynth.evaluation.distributed import _point_task
-    from skillsynth.evaluation.sweep import SweepSpec, expand_points
+    from skillsynth.evaluation.sweeps.dask_cluster import _point_task
+    from skillsynth.evaluation.sweeps.run import SweepSpec, expand_points
     from skillsynth.models.backend import BackendSpec
 
     spec = SweepSpec.load(CI_SPEC)

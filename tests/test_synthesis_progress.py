@@ -222,7 +222,7 @@ def test_db_info_shows_consumption_and_reset_synthesis_forgets_it(store, db_path
 
 
 def test_tuning_views_show_how_much_of_the_history_is_consumed(store, db_path):
-    from skillsynth.evaluation.tuning import TuningSession
+    from skillsynth.evaluation.tuning.session import TuningSession
 
     for a in (1, 2, 3):
         _log(store, "invoice", a)

@@ -15,7 +15,7 @@ from fakes import FakeDistiller, FakeFamilyEmbedder
 from skillsynth.config import Thresholds, load_thresholds
 from skillsynth.corpora import NoiseConfig, generate_corpus
 from skillsynth.errors import ConfigError
-from skillsynth.evaluation.tuning import (
+from skillsynth.evaluation.tuning.session import (
     PairSample,
     TuningSession,
     pair_stats,
@@ -142,7 +142,7 @@ def test_the_tuning_app_renders_and_its_widgets_rerender_in_place(tmp_path):
     # under them updated in place; the settings button refuses to overwrite, then writes.
     import ipywidgets  # noqa: F401  (the notebooks extra; the README's test command installs it)
 
-    from skillsynth.evaluation.tuning_app import TuningApp
+    from skillsynth.evaluation.tuning.app import TuningApp
 
     gen = generate_corpus(tmp_path / "c.db", seed=0, attempts=5,
                           noise=NoiseConfig(0.0, 0.0, 0.0))

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from skillsynth.evaluation.verdict import GAIA_DEFAULTS, gaia_default_point, recommend, verdict
+from skillsynth.evaluation.reporting.verdict import (
+    GAIA_DEFAULTS,
+    gaia_default_point,
+    recommend,
+    verdict,
+)
 
 
 def _k(value, lo=None, hi=None, n=10):
@@ -95,7 +100,7 @@ def test_only_settings_gaia_can_run_are_recommended_and_rolling_speaks_for_gaia(
 def test_the_gate_can_hold_the_verdict(tmp_path):
     import json
 
-    from skillsynth.evaluation.report import gate
+    from skillsynth.evaluation.reporting.report import gate
 
     ok = _point("ok", step_reduction=_k(0.3, 0.1, 0.5))
     run = tmp_path / "run"
@@ -115,7 +120,7 @@ def test_the_gate_can_hold_the_verdict(tmp_path):
 def test_a_baseline_entry_without_protocol_settings_holds_strict_points_only(tmp_path):
     import json
 
-    from skillsynth.evaluation.report import gate
+    from skillsynth.evaluation.reporting.report import gate
 
     strict = _point("strict", share_made_worse=_k(0.02))
     rolling = _point("rolling", share_made_worse=_k(0.5))

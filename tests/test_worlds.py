@@ -12,12 +12,12 @@ from fakes import FakeAgentAnswer, FakeScriptedAgent
 from skillsynth.config import Thresholds
 from skillsynth.corpora.labels import LabelStore, labels_path_for
 from skillsynth.errors import SkillsynthError, WorldError
-from skillsynth.evaluation.agent import run_agent
-from skillsynth.evaluation.live_history import live_history
-from skillsynth.evaluation.metrics import ProbeResult, point_kpis
-from skillsynth.evaluation.split import load_split
-from skillsynth.evaluation.worlds import WORLDS, Turn, get_world
-from skillsynth.evaluation.worlds import tau2 as tau2_world
+from skillsynth.evaluation.live.agent import run_agent
+from skillsynth.evaluation.live.history import live_history
+from skillsynth.evaluation.live.worlds import WORLDS, Turn, get_world
+from skillsynth.evaluation.live.worlds import tau2 as tau2_world
+from skillsynth.evaluation.point.metrics import ProbeResult, point_kpis
+from skillsynth.evaluation.point.split import load_split
 from skillsynth.pipeline.skill import Skill
 from skillsynth.store import MemoryStore
 
@@ -220,7 +220,7 @@ class FakeUser(FakeScriptedAgent):
 
 
 def test_a_simulated_user_opens_answers_and_ends_the_conversation(airline):
-    from skillsynth.evaluation.user_sim import GREETING, UserSimulator
+    from skillsynth.evaluation.live.user_sim import GREETING, UserSimulator
 
     plan = _golden(airline, "9")
     agent = FakeScriptedAgent(plan, final="Your reservation is cancelled.")

@@ -50,7 +50,7 @@ def _bench_models(args: argparse.Namespace) -> int:
 
 def _bench_worlds(args: argparse.Namespace) -> int:
     from ..bench import bench_worlds
-    from ..evaluation.worlds import WORLDS
+    from ..evaluation.live.worlds import WORLDS
 
     worlds = args.world or list(WORLDS)
     if args.live_tasks:
@@ -233,7 +233,7 @@ def _bench_tuning(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 def _bench_sweep(args: argparse.Namespace) -> int:
-    from ..evaluation.overhead import bench_sweep
+    from ..evaluation.sweeps.overhead import bench_sweep
     from ..models.serve import default_cache_path
 
     figures = bench_sweep(args.spec, cache=args.cache or str(default_cache_path()),

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..evaluation.options import add_cli_options, cli_values
+from ..evaluation.point.options import add_cli_options, cli_values
 from ._common import (
     EXIT_FAIL,
     EXIT_OK,
@@ -46,8 +46,8 @@ def _eval_point(args: argparse.Namespace) -> int:
     world = cfg.world
     with clients(args) as (chat, emb), user_client(args) as user:
         if args.history == "live":
-            from ..evaluation.live_history import live_history
-            from ..evaluation.worlds import get_world
+            from ..evaluation.live.history import live_history
+            from ..evaluation.live.worlds import get_world
 
             rep = live_history(get_world(world), chat, corpus, tasks=tasks or (),
                                attempts=cfg.k + 1, step_limit=cfg.step_limit,
@@ -67,7 +67,7 @@ def _eval_point(args: argparse.Namespace) -> int:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    from ..evaluation.calibrate import CalibrationCorpus, calibrate, check_corpora
+    from ..evaluation.tuning.calibrate import CalibrationCorpus, calibrate, check_corpora
 
     corpora = [CalibrationCorpus.parse(c) for c in args.corpora]
     check_corpora(corpora)  # before any model server starts
@@ -79,7 +79,7 @@ def _calibrate(args: argparse.Namespace) -> int:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(cal.to_json(), encoding="utf-8")
     if args.write_settings:
-        from ..evaluation.tuning import write_settings_block
+        from ..evaluation.tuning.session import write_settings_block
 
         write_settings_block(base.merge(cal.settings_block()), args.write_settings,
                              overwrite=args.overwrite)
@@ -107,7 +107,7 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from ..evaluation.sweep import run_sweep
+    from ..evaluation.sweeps.run import run_sweep
 
     rep = run_sweep(args.spec, results_root=args.results, workers=args.workers,
                     cache=args.cache, cluster=args.cluster,
@@ -125,7 +125,7 @@ def _sweep(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from ..evaluation.report import render_report
+    from ..evaluation.reporting.report import render_report
 
     html = render_report(args.run, baseline=args.baseline, out_html=args.out)
     print(f"report: {html}")
@@ -134,7 +134,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _gate(args: argparse.Namespace) -> int:
-    from ..evaluation.report import gate
+    from ..evaluation.reporting.report import gate
 
     checks = gate(args.run, args.baseline, verdict=args.verdict)
     bad = [c for c in checks if not c.ok]
@@ -146,7 +146,7 @@ def _gate(args: argparse.Namespace) -> int:
 
 
 def _baseline(args: argparse.Namespace) -> int:
-    from ..evaluation.report import write_baseline
+    from ..evaluation.reporting.report import write_baseline
 
     tols: dict[str, float] = {}
     better: dict[str, str] = {}

@@ -22,7 +22,7 @@ __all__ = ["register"]
 
 
 def _world_list(args: argparse.Namespace) -> int:
-    from ..evaluation.worlds import WORLDS, get_world
+    from ..evaluation.live.worlds import WORLDS, get_world
 
     if not args.world:
         if args.json:
@@ -45,16 +45,16 @@ def _world_list(args: argparse.Namespace) -> int:
 
 
 def _world_prepare(args: argparse.Namespace) -> int:
-    from ..evaluation.worlds.tau2 import prepare_tau2
+    from ..evaluation.live.worlds.tau2 import prepare_tau2
 
     prepare_tau2(lambda msg: print(msg, flush=True))
     return EXIT_OK
 
 
 def _world_run(args: argparse.Namespace) -> int:
-    from ..evaluation.agent import run_agent
-    from ..evaluation.user_sim import UserSimulator
-    from ..evaluation.worlds import get_world
+    from ..evaluation.live.agent import run_agent
+    from ..evaluation.live.user_sim import UserSimulator
+    from ..evaluation.live.worlds import get_world
     from ..pipeline.recall import recall, skill_from_procedure
     from ..store import MemoryStore
 

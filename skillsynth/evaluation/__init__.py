@@ -1,26 +1,26 @@
-"""Evaluation: the 4th-attempt protocol, the replay estimate, KPIs, sweeps and reports.
+"""Evaluation: the 4th-attempt protocol, KPIs, sweeps, reports and tuning, one room per job.
 
-* :mod:`.split`: which sessions are history and which are probes;
-* :mod:`.replay`: the replay estimate of tool steps (rule ``replay-v1``, see METHODS.md);
-* :mod:`.metrics`: the per-probe results row and KPIs with bootstrap intervals;
-* :mod:`.options`: a point's options, declared once (:class:`PointOptions`);
-* :mod:`.protocol`: one evaluation point (split, synthesize, recall, score, write), under
-  the strict protocol or :mod:`.rolling` (passes over time, every later attempt a probe);
-  :mod:`.scoring` scores one probe's two arms for both;
-* :mod:`.notebooks`: the shipped notebooks and the one way they are executed (papermill,
-  an IPC kernel, a per-cell time limit);
-* :mod:`.sweep`: a grid of points through papermill, resumable and parallel;
-* :mod:`.report`: tables and plots over a sweep's results; :mod:`.verdict`: #887's
-  criteria and the recommended point; :mod:`.gate`: the CI gate and baselines.
+Sub-packages, lowest first (each imports only from those before it; a test holds it):
+
+* :mod:`.strategies`: the procedural-memory designs compared (skillsynth, GAIA's passes,
+  peers, the no-memory arm);
+* :mod:`.live`: the agent, the simulated user, the worlds it acts in, live histories;
+* :mod:`.point`: one evaluation point: its options, split, passes, scoring (the replay
+  estimate and the live arms), KPIs and run record;
+* :mod:`.tuning`: interactive tuning and per-embedder calibration;
+* :mod:`.sweeps`: a grid of points through papermill, in a thread pool or on Dask;
+* :mod:`.reporting`: the KPI report, #887's verdict and the CI gate.
+
+The names below are the stable public API of one point.
 """
 
 from __future__ import annotations
 
-from .metrics import KPI, ProbeResult, ProcedureCheck, bootstrap_interval, point_kpis
-from .options import PointOptions
-from .protocol import EvalConfig, PointResult, check_floors, run_point
-from .replay import RULE, StepEstimate, estimate_steps
-from .split import Split, build_history, load_split, split_attempts
+from .point.estimate import RULE, StepEstimate, estimate_steps
+from .point.metrics import KPI, ProbeResult, ProcedureCheck, bootstrap_interval, point_kpis
+from .point.options import PointOptions
+from .point.run import EvalConfig, PointResult, check_floors, run_point
+from .point.split import Split, build_history, load_split, split_attempts
 
 __all__ = [
     "KPI",

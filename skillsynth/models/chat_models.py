@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Literal
 
 from ..errors import ConfigError, ModelNotFound, PrepareError
-from ._install import Log, ensure_package, package_file, run_step
 from .cache import file_sha256
+from .install import Log, ensure_package, package_file, run_step
 
 __all__ = [
     "DEFAULT_CHAT_MODEL",

@@ -37,9 +37,9 @@ from typing import Any
 import httpx
 
 from ..errors import LLMUnavailable, ModelNotFound, PrepareError, SkillsynthError
-from ._install import Log, ensure_package, pip_install, run_step
 from .cache import file_sha256
 from .chat_models import DEFAULT_CHAT_MODEL, chat_model, locate_chat_model, prepare_chat_model
+from .install import Log, ensure_package, pip_install, run_step
 from .llm import Endpoint, ModelConnection
 
 __all__ = [

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from IPython.display import Image, Markdown, display
 
-from skillsynth.evaluation import report
+from skillsynth.evaluation.reporting import report
 
 run = report.load_run(run_dir)
 plots = Path(plots_dir or Path(run_dir) / "plots")

@@ -50,8 +50,8 @@ from pathlib import Path
 
 from skillsynth.config import Thresholds
 from skillsynth.corpora import generate_corpus
-from skillsynth.evaluation.tuning import write_settings_block
-from skillsynth.evaluation.tuning_app import TuningApp
+from skillsynth.evaluation.tuning.app import TuningApp
+from skillsynth.evaluation.tuning.session import write_settings_block
 from skillsynth.models.backend import BackendSpec, open_clients
 from skillsynth.models.serve import default_cache_path
 

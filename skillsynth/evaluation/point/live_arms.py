@@ -1,0 +1,171 @@
+"""The live arms of an evaluation point: which world each probe runs in, and the runs.
+
+A probe runs its own task in a named world (tau2), or its recorded goal against the
+corpus's recordings (the replay world). Each arm is a fresh episode; every run's full record
+goes to the point's ``runs.jsonl`` as soon as it is done. See METHODS.md section 3b.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from tqdm.auto import tqdm
+
+from ...config import Thresholds
+from ...corpora.labels import SessionLabel
+from ...errors import EvaluationError, WorldError
+from ...pipeline.inject import inject
+from ...pipeline.recall import skill_from_procedure
+from ...protocols import ChatModel
+from ...store import MemoryStore, ToolCall
+from ..live.agent import AgentRun, run_agent
+from ..live.user_sim import UserSimulator
+from ..live.worlds import ReplayWorld, World, get_world
+from ..strategies import Recaller
+from .metrics import ProbeResult
+from .split import Split
+
+__all__ = ["LiveConfig", "live_rows", "live_world"]
+
+
+class LiveConfig(Protocol):
+    """What the live arms read of a point's configuration (:class:`~.run.EvalConfig`)."""
+
+    @property
+    def corpus(self) -> str: ...
+    @property
+    def world(self) -> str: ...
+    @property
+    def tasks(self) -> tuple[str, ...] | None: ...
+    @property
+    def repeats(self) -> int: ...
+    @property
+    def temperature(self) -> float: ...
+    @property
+    def step_limit(self) -> int: ...
+    @property
+    def policy(self) -> bool: ...
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _some(probes: Sequence[str], cfg: LiveConfig, have: Sequence[str | None]) -> None:
+    if not probes:
+        ids = sorted({str(t) for t in have})
+        raise EvaluationError(f"{cfg.corpus}: no probe has a task id in "
+                              f"{', '.join(cfg.tasks or ())} (probes' task ids: "
+                              f"{', '.join(ids[:12])}{', ...' if len(ids) > 12 else ''})")
+
+
+def live_world(cfg: LiveConfig, store: MemoryStore, recorded: Sequence[ToolCall],
+                probe_calls: Mapping[str, Sequence[ToolCall]],
+                labels: Mapping[str, SessionLabel], goals: Mapping[str, str], split: Split
+                ) -> tuple[World, dict[str, str], dict[str, Any]]:
+    """The world live probes run in, each probe's task id there, and what was matched.
+
+    In a named world a probe runs its own task: its label's task id must be the world's and
+    its goal the task's (its reason for the call, or the whole prompt for a history the
+    agent generated); a probe that is not is counted and left out of the live arms.
+    """
+    probes = [p.session_id for p in split.probes if p.session_id in goals]
+    have = [labels[s].task_id for s in probes]
+    if cfg.world == "replay":
+        if cfg.tasks is not None:
+            probes = [s for s in probes if labels[s].task_id in cfg.tasks]
+            _some(probes, cfg, have)
+        semantic = [t for t, _ in Counter(c.tool_name for c in store.tool_calls()).most_common()]
+        world: World = ReplayWorld(recorded, {s: (goals[s], str(split.family(s)), probe_calls[s],
+                                                  labels[s]) for s in probes}, semantic)
+        return world, {s: s for s in probes}, {"world": "replay", "probes": len(probes),
+                                               "not_in_world": []}
+    world = get_world(cfg.world)
+    wanted = None if cfg.tasks is None else {world.task(t).task_id for t in cfg.tasks}
+    task_of: dict[str, str] = {}
+    missing: list[str] = []
+    for s in probes:
+        try:
+            task = world.task(str(labels[s].task_id))
+        except WorldError:
+            missing.append(s)
+            continue
+        if wanted is not None and task.task_id not in wanted:
+            continue
+        if _norm(goals[s]) in (_norm(task.goal), _norm(task.prompt)):
+            task_of[s] = task.task_id
+        else:
+            missing.append(s)
+    if wanted is not None:
+        _some(list(task_of) + missing, cfg, have)
+    if not task_of:
+        raise WorldError(f"{cfg.corpus}: none of its {len(probes)} probes is a task of "
+                         f"{world.name} (task ids and goals must match the world's tasks)")
+    return world, task_of, {"world": world.name, "probes": len(task_of),
+                            "not_in_world": missing}
+
+
+def live_rows(cfg: LiveConfig, llm: ChatModel, world: World, task_of: Mapping[str, str],
+               replay: Sequence[ProbeResult], recaller: Recaller, th: Thresholds,
+               runs_file: Path, progress: bool, user: ChatModel | None = None
+               ) -> list[ProbeResult]:
+    """Both arms of every probe under the live agent, ``repeats`` runs each.
+
+    One row per probe, arm and repeat (``steps_method`` live); every run's full record
+    (calls, results, answer, the world's score) goes to ``runs_file``.
+    """
+    specs, policy = world.tool_specs(), world.policy() if cfg.policy else ""
+    solo = cfg.world != "replay"
+    todo = [r for r in replay if r.arm == "memory" and r.probe_session in task_of]
+    out: list[ProbeResult] = []
+    with runs_file.open("w", encoding="utf-8") as fh:
+        for r in tqdm(todo, desc=f"live {world.name}", leave=False, disable=not progress):
+            task_id = task_of[r.probe_session]
+            skills = [skill_from_procedure(h.procedure) for h in recaller(r.goal)]
+            for rep in range(cfg.repeats):
+                temp = 0.0 if cfg.repeats == 1 else cfg.temperature
+                kw: dict[str, Any] = {"tool_specs": specs, "policy": policy, "config": th,
+                                      "step_limit": cfg.step_limit, "temperature": temp,
+                                      "seed": rep, "solo": solo}
+                base = run_agent(llm, world.start(task_id),
+                                 user=_user(user, world, task_id, rep), **kw)
+                # nothing recalled: the memory arm's inputs are the no-memory arm's, so is its run
+                mem = run_agent(llm, world.start(task_id), recalled=skills,
+                                user=_user(user, world, task_id, rep), **kw) if skills else base
+                for arm, run, block in (("no-memory", base, ""),
+                                        ("memory", mem, inject(skills, th) if skills else "")):
+                    fh.write(json.dumps({"probe_session": r.probe_session, "task_id": task_id,
+                                         "world": world.name, "arm": arm, "repeat": rep,
+                                         "recalled_ids": list(r.recalled_ids) if skills else [],
+                                         **run.as_dict()}, ensure_ascii=False,
+                                        default=str) + "\n")
+                    fh.flush()  # a run's record is on disk as soon as the run is done
+                    out.append(_live_row(r, arm, run, block, rep, world.name))
+    return out
+
+
+def _user(user: ChatModel | None, world: World, task_id: str, rep: int
+          ) -> UserSimulator | None:
+    """A fresh simulated user for one run (None in solo mode)."""
+    return None if user is None else UserSimulator(user, world.task(task_id).instructions,
+                                                   seed=rep)
+
+
+def _live_row(r: ProbeResult, arm: str, run: AgentRun, block: str, rep: int,
+              world: str) -> ProbeResult:
+    mem = arm == "memory"
+    return ProbeResult(
+        strategy=r.strategy, arm=arm, probe_session=r.probe_session,  # type: ignore[arg-type]
+        family=r.family, goal=r.goal, recalled_ids=r.recalled_ids if mem else (),
+        recalled_scores=r.recalled_scores if mem else (),
+        recalled_right=r.recalled_right if mem else 0,
+        family_has_procedure=r.family_has_procedure, steps_recorded=r.steps_recorded,
+        steps=run.steps, steps_method="live", success=run.success, prompt_chars=len(block),
+        tokens=run.tokens, llm_calls=run.llm_calls, cache_hits=run.cache_hits,
+        wall_s=run.wall_s, failed_calls=run.failed_calls, turns=run.turns,
+        prompt_tokens=run.prompt_tokens, completion_tokens=run.completion_tokens,
+        reward=run.reward, termination=run.termination, repeat=rep, world=world)

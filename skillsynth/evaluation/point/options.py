@@ -1,0 +1,233 @@
+"""A point's options, declared once.
+
+:class:`PointOptions` is the one place a point's settings (other than its corpus, labels,
+thresholds and model endpoints) are declared, with their defaults, allowed values, help
+text and checks. Everything else derives from it: :class:`~.run.EvalConfig` extends
+it, a sweep spec (:class:`~..sweeps.spec.SweepSpec`) holds one as every point's defaults and
+reads its keys from its fields, the sweep-point notebook receives one whole (as JSON), the
+``skillsynth eval`` command builds its flags from it (:func:`add_cli_options`), and the
+gate reads the defaults of the sweepable ones. Adding an option is one field here plus its
+use where it takes effect (``tests/test_options.py`` fails when another place declares an
+option this class lacks).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ...errors import ConfigError
+from ...pipeline.cluster import RateDefinition
+from ...pipeline.distill import DistillMode
+from ...pipeline.recall import RECALL_KEYS, RecallKey
+from ..strategies import STRATEGIES, get_strategy
+from .metrics import N_BOOT
+from .rolling import CADENCE_UNITS, CadenceUnit
+from .split import FAMILY_RULES, FamilyRule
+
+__all__ = ["HISTORY_SOURCES", "PROTOCOLS", "HistorySource", "PointOptions", "Protocol",
+           "add_cli_options", "cli_values"]
+
+#: Where a point's history came from.
+HistorySource = Literal["corpus", "live"]
+HISTORY_SOURCES: tuple[HistorySource, ...] = ("corpus", "live")
+#: How history and probes are drawn from the corpus.
+Protocol = Literal["strict", "rolling"]
+PROTOCOLS: tuple[Protocol, ...] = ("strict", "rolling")
+
+
+def _opt(default: Any, doc: str, *, choices: Sequence[str] | None = None,
+         sweep: bool = False) -> Any:
+    """A field with its documentation (``doc``), allowed values and whether a grid varies it."""
+    return field(default=default, metadata={"doc": doc, "choices": choices, "sweep": sweep})
+
+
+@dataclass(frozen=True, kw_only=True)
+class PointOptions:
+    """How one evaluation point runs (every field documented in its metadata's ``doc``)."""
+
+    strategy: str = _opt("skillsynth", "the synthesis strategy or peer (a name from "
+                         "skillsynth.evaluation.strategies.STRATEGIES)",
+                         choices=tuple(STRATEGIES), sweep=True)
+    k: int = _opt(3, "attempts per family in the history; attempt k+1 is the probe")
+    family: FamilyRule = _opt("task", "how sessions form families: task (the same task) or "
+                              "tools (the same kind of task)", choices=FAMILY_RULES)
+    mode: DistillMode = _opt("json", "distillation mode: json (suits small models) or yaml "
+                             "(GAIA's)", choices=("json", "yaml"))
+    seed: int = _opt(0, "the bootstrap (and any other sampling) seed")
+    n_boot: int = _opt(N_BOOT, "bootstrap resamples per interval")
+    protocol: Protocol = _opt("strict", "strict (one pass on attempts 1..k, attempt k+1 the "
+                              "probe) or rolling (time order, a pass per simulated process "
+                              "start, every later attempt a probe)", choices=PROTOCOLS,
+                              sweep=True)
+    recall_key: RecallKey = _opt("when_to_use", "what procedures are recalled by: when_to_use "
+                                 "(GAIA), goals (their member sessions' goals) or both",
+                                 choices=RECALL_KEYS, sweep=True)
+    rate: RateDefinition = _opt("calls", "the success signal clusters qualify by: calls "
+                                "(GAIA's per-call rate) or session (the session's labelled "
+                                "outcome)", choices=("calls", "session"), sweep=True)
+    cadence: int = _opt(20, "rolling: a synthesis pass every `cadence` sessions or days")
+    cadence_unit: CadenceUnit = _opt("sessions", "rolling: the cadence's unit",
+                                     choices=CADENCE_UNITS)
+    live: bool = _opt(False, "also run the live agent, both arms per probe")
+    step_limit: int = _opt(12, "the live agent's most tool calls per arm")
+    world: str = _opt("replay", "where live probes run: replay (the corpus's recordings) or a "
+                      "world from `skillsynth world list` (the corpus's task ids and goals "
+                      "must be the world's)")
+    history: HistorySource = _opt("corpus", "corpus (imported recordings) or live (the corpus "
+                                  "is the agent's own runs in `world`)",
+                                  choices=HISTORY_SOURCES)
+    repeats: int = _opt(1, "live runs per arm per probe (more than 1 samples at "
+                        "`temperature`, seed = repeat)")
+    temperature: float = _opt(0.7, "sampling temperature of repeated live runs (a single "
+                              "run is greedy)")
+    policy: bool = _opt(True, "give the live agent the world's policy text")
+    tasks: tuple[str, ...] | None = _opt(None, "only probes of these task ids run live "
+                                         "(None: every probe)")
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(PointOptions):
+            choices = f.metadata["choices"]
+            value = getattr(self, f.name)
+            if choices is not None and f.name != "strategy" and value not in choices:
+                raise ConfigError(f"{f.name} must be one of {', '.join(choices)}, got "
+                                  f"{value!r}", key=f.name)
+        strategy = get_strategy(self.strategy)  # before any work
+        strategy.check_recall_key(self.recall_key)
+        strategy.check_rate(self.rate)
+        for name, least in (("k", 1), ("step_limit", 1), ("repeats", 1), ("n_boot", 1)):
+            if getattr(self, name) < least:
+                raise ConfigError(f"{name} must be >= {least}, got {getattr(self, name)}",
+                                  key=name)
+        if self.cadence < 1:
+            raise ConfigError(f"cadence must be >= 1 {self.cadence_unit}, got {self.cadence}",
+                              key="cadence")
+        if self.protocol == "rolling" and self.live:
+            raise ConfigError("live probes run under protocol strict only (a rolling point's "
+                              "probes are scored by the replay rule)", key="protocol")
+        from ..live.worlds import WORLDS
+
+        if self.world != "replay" and self.world not in WORLDS:
+            raise ConfigError(f"unknown world {self.world!r}; known: replay, "
+                              f"{', '.join(WORLDS)}", key="world")
+        if self.history == "live" and self.world == "replay":
+            raise ConfigError("history: live needs a tau2 world the agent can act in "
+                              f"({', '.join(WORLDS)})", key="history")
+        if self.tasks is not None:
+            object.__setattr__(self, "tasks", tuple(str(t) for t in self.tasks))
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        """Every option's name, in declaration order."""
+        return tuple(f.name for f in dataclasses.fields(PointOptions))
+
+    @classmethod
+    def sweepable(cls) -> tuple[str, ...]:
+        """The options a sweep's grid may vary."""
+        return tuple(f.name for f in dataclasses.fields(PointOptions) if f.metadata["sweep"])
+
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
+        """Every option's default."""
+        return {f.name: f.default for f in dataclasses.fields(PointOptions)}
+
+    @classmethod
+    def doc(cls, name: str) -> str:
+        """The documentation of option ``name``."""
+        return str({f.name: f for f in dataclasses.fields(PointOptions)}[name].metadata["doc"])
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], *, source: str | None = None) -> PointOptions:
+        """Options from plain values (a spec file, the notebook's JSON), types checked.
+
+        Keys that are not options are refused; missing ones take their defaults.
+
+        Raises:
+            ConfigError: naming the key (and ``source``) of an unknown or ill-typed value.
+        """
+        unknown = sorted(set(data) - set(cls.names()))
+        if unknown:
+            raise ConfigError(f"unknown option(s) {unknown}; known: {', '.join(cls.names())}",
+                              key=unknown[0], source=source)
+        values = {k: _coerce(k, v, source) for k, v in data.items()}
+        try:
+            return cls(**values)
+        except ConfigError as exc:
+            raise ConfigError(exc.args[0], key=exc.key, source=source) from None
+
+    def only_options(self) -> PointOptions:
+        """These options alone (a subclass's extra fields dropped)."""
+        return PointOptions(**{n: getattr(self, n) for n in self.names()})
+
+    def replace(self, **changes: Any) -> PointOptions:
+        """A copy with ``changes`` (checked again)."""
+        return dataclasses.replace(self.only_options(), **changes)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready (``tasks`` as a list); :meth:`from_mapping` reads it back."""
+        d = {n: getattr(self, n) for n in self.names()}
+        d["tasks"] = None if self.tasks is None else list(self.tasks)
+        return d
+
+
+def _coerce(key: str, value: Any, source: str | None) -> Any:
+    default = PointOptions.defaults()[key]
+    if key == "tasks":
+        if value is None:
+            return None
+        if isinstance(value, str) or not isinstance(value, Sequence):
+            raise ConfigError(f"tasks must be a list of task ids or null, got {value!r}",
+                              key=key, source=source)
+        return tuple(str(t) for t in value)
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key} must be true or false, got {value!r}", key=key,
+                              source=source)
+        return value
+    kind = type(default)
+    if kind is int and isinstance(value, float) and not value.is_integer():
+        raise ConfigError(f"{key} must be a whole number, got {value!r}", key=key, source=source)
+    try:
+        return kind(value) if not isinstance(value, bool) else _bad(key, value, kind, source)
+    except (TypeError, ValueError):
+        return _bad(key, value, kind, source)
+
+
+def _bad(key: str, value: Any, kind: type, source: str | None) -> Any:
+    what = {int: "a whole number", float: "a number", str: "a string"}.get(kind, kind.__name__)
+    raise ConfigError(f"{key} must be {what}, got {value!r}", key=key, source=source)
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def add_cli_options(parser: argparse.ArgumentParser) -> None:
+    """Add one flag per option to ``parser`` (defaults, choices and help from the fields)."""
+    for f in dataclasses.fields(PointOptions):
+        doc, choices = f.metadata["doc"], f.metadata["choices"]
+        if isinstance(f.default, bool):
+            if f.default:  # on by default: the flag turns it off
+                parser.add_argument("--no-" + f.name.replace("_", "-"), dest=f.name,
+                                    action="store_false", help=f"do not: {doc}")
+            else:
+                parser.add_argument(_flag(f.name), dest=f.name, action="store_true", help=doc)
+        elif f.name == "tasks":
+            parser.add_argument(_flag(f.name), dest=f.name, default=None, metavar="ID,ID,...",
+                                help=doc.replace("(None: every probe)", "(default: every "
+                                                 "probe)"))
+        else:
+            parser.add_argument(_flag(f.name), dest=f.name, default=f.default,
+                                type=type(f.default), choices=choices,
+                                help=f"{doc} (default: {f.default})")
+
+
+def cli_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The options' values from parsed flags (see :func:`add_cli_options`)."""
+    values = {n: getattr(args, n) for n in PointOptions.names()}
+    if values["tasks"] is not None:
+        values["tasks"] = tuple(t for t in str(values["tasks"]).split(",") if t) or None
+    return values

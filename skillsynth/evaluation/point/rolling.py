@@ -1,0 +1,238 @@
+"""The rolling protocol: the corpus replayed in time order, as GAIA would have lived it.
+
+Sessions go into a fresh store one by one, in the order they happened (labels'
+``started_at``; the recorded order where the importer had to make timestamps up, flagged).
+A synthesis pass runs at each simulated process start (every ``cadence`` sessions, or
+every ``cadence`` days of corpus time), bounded by ``max_clusters_per_pass`` as GAIA's is,
+and each pass keeps GAIA 0.25.1's synthesis marks and watermark in the store: a session a
+pass handed to the distiller is not clustered again, so later passes reach the clusters a
+capped pass left over. Every attempt after the k-th of a
+family is a probe: it is recalled for against the store as it is at that moment, then
+joins the history. A probe is therefore never in the store it is recalled against (checked
+for every probe, and counted), and strict's one probe per family becomes every later one.
+
+Distillations and embeddings repeat across passes only when a cluster is identical, and
+then come from the call cache, so a rolling point costs about one model call per distinct
+distillation.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from ...config import Thresholds
+from ...corpora.gaiadb import read_gaia_db
+from ...corpora.importing import write_session
+from ...corpora.labels import SessionLabel
+from ...corpora.records import SessionRecord
+from ...errors import EvaluationError
+from ...models.embed import Embeds
+from ...pipeline.cluster import RateDefinition
+from ...pipeline.distill import DistillMode
+from ...pipeline.recall import RecallKey
+from ...pipeline.synthesize import PassReport
+from ...protocols import ChatModel
+from ...store import MemoryStore
+from ..strategies import Strategy
+from .metrics import ProbeResult
+from .scoring import FloorWitness, probe_rows, progress_bar, store_view
+from .split import Split
+
+__all__ = ["CADENCE_UNITS", "CadenceUnit", "PassRecord", "Rolling", "replay_order",
+           "run_rolling"]
+
+CadenceUnit = Literal["sessions", "days"]
+CADENCE_UNITS: tuple[CadenceUnit, ...] = ("sessions", "days")
+#: The label flag of an importer that had to make timestamps up.
+_MADE_UP = "synthetic-timestamps"
+
+
+@dataclass(frozen=True)
+class PassRecord:
+    """One simulated process start's pass.
+
+    Attributes:
+        index: 0-based.
+        at_session: sessions already in the store when it ran.
+        status: the pass's status (``ran``, ``llm-unavailable``, ...).
+        read: sessions the pass read (past the watermark, not marked consumed).
+        qualified, distilled, added, updated: the pass's counts.
+        left_for_later: qualified clusters the pass did not hand to the distiller (over
+            ``max_clusters_per_pass``, or gaia-shipped's two distillations a pass); a later
+            pass may reach them.
+        llm_calls, cache_hits: distillation answers, uncached and cached.
+        active_procedures: active procedures after the pass.
+        wall_s: the pass's wall time (model answers included, cached or not).
+        consumed: sessions marked consumed after the pass (all passes so far).
+    """
+
+    index: int
+    at_session: int
+    status: str
+    read: int
+    qualified: int
+    distilled: int
+    added: int
+    updated: int
+    left_for_later: int
+    llm_calls: int
+    cache_hits: int
+    active_procedures: int
+    wall_s: float = 0.0
+    consumed: int = 0
+
+
+@dataclass(frozen=True)
+class Rolling:
+    """What a rolling replay produced (the point's rows and its passes)."""
+
+    rows: list[ProbeResult]
+    reports: tuple[PassReport, ...]
+    passes: tuple[PassRecord, ...]
+    probes: tuple[str, ...]
+    witness: FloorWitness
+    ordered_by: Literal["time", "recorded"]
+    sessions: int
+    probes_without_goal: int
+    leak_checks: int
+
+    def info(self) -> dict[str, Any]:
+        """JSON-ready, for the point's summary."""
+        return {"ordered_by": self.ordered_by, "sessions": self.sessions,
+                "probes": len(self.probes), "probes_without_goal": self.probes_without_goal,
+                "passes": [asdict(p) for p in self.passes],
+                "left_for_later_at_end": self.passes[-1].left_for_later if self.passes else 0,
+                "probes_checked_absent_from_store": self.leak_checks}
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """One session in replay order: its record (None: no tool calls) and its start."""
+
+    session_id: str
+    record: SessionRecord | None
+    start: str | None
+
+
+def replay_order(records: list[SessionRecord], labels: Mapping[str, SessionLabel]
+                 ) -> tuple[list[_Entry], Literal["time", "recorded"]]:
+    """Every session in the order it happened, and whether that order rests on real times.
+
+    Sessions with tool calls come from ``records`` (recorded order); a labelled session
+    without calls is an attempt too (it can be a probe, and it counts towards its family)
+    but writes nothing. Sorted by ``started_at`` (the label's, else the first call's), ties
+    in recorded order; ``recorded`` when any label says its importer made its timestamps up
+    (they then follow the recorded order) or a session has no time at all (then the
+    recorded order alone).
+    """
+    have = {r.session_id for r in records}
+    entries = [_Entry(r.session_id, r, _start(r, labels)) for r in records]
+    entries += [_Entry(sid, None, x.started_at) for sid, x in labels.items() if sid not in have]
+    made_up = any(_MADE_UP in x.flags for x in labels.values())
+    if any(e.start is None for e in entries):
+        return [e for e in entries if e.record is not None], "recorded"
+    pos = {e.session_id: i for i, e in enumerate(entries)}
+    ordered = sorted(entries, key=lambda e: (str(e.start), pos[e.session_id]))
+    return ordered, "recorded" if made_up else "time"
+
+
+def _day(ts: str | None, where: str) -> int:
+    try:
+        return dt.date.fromisoformat(str(ts)[:10]).toordinal()
+    except ValueError:
+        raise EvaluationError(f"{where}: timestamp {ts!r} is not an ISO date; a cadence in "
+                              "days needs one") from None
+
+
+def run_rolling(corpus: MemoryStore, store: MemoryStore, *, strategy: Strategy,
+                llm: ChatModel, embedder: Embeds, th: Thresholds, split: Split,
+                labels: Mapping[str, SessionLabel], k: int, mode: DistillMode,
+                recall_key: RecallKey, rate: RateDefinition, cadence: int,
+                cadence_unit: CadenceUnit, progress: bool = False) -> Rolling:
+    """Replay ``corpus`` into the empty ``store`` (see the module docstring).
+
+    ``split`` supplies the families (scoring only). ``labels`` give order, task ids and,
+    with ``rate: session``, the outcomes the pass qualifies clusters by.
+
+    Raises:
+        EvaluationError: a cadence below 1, a cadence in days over a corpus without real
+            timestamps, or (a bug) a probe found in the store it is recalled against.
+    """
+    if cadence < 1:
+        raise EvaluationError(f"cadence must be >= 1 {cadence_unit}, got {cadence}")
+    records = [r for r in read_gaia_db(corpus.path) if isinstance(r, SessionRecord)]
+    ordered, ordered_by = replay_order(records, labels)
+    if cadence_unit == "days" and ordered_by == "recorded":
+        raise EvaluationError(f"{corpus.path}: cadence_unit days needs the sessions' real "
+                              "times, and this corpus has none (made up or missing); use "
+                              "cadence_unit sessions")
+    outcomes = {s: x.success for s, x in labels.items() if x.success is not None}
+    view = store_view(store, strategy, embedder, th, recall_key, split)
+    seen: Counter[str] = Counter()
+    tasks: set[str] = set()
+    reports: list[PassReport] = []
+    passes: list[PassRecord] = []
+    rows: list[ProbeResult] = []
+    probes: list[str] = []
+    witness = FloorWitness()
+    no_goal = checked = last_pos = 0
+    last_day = _day(ordered[0].start, str(corpus.path)) \
+        if ordered and cadence_unit == "days" else 0
+    for pos, entry in enumerate(progress_bar(ordered, progress, "sessions")):
+        sid = entry.session_id
+        day = _day(entry.start, f"{corpus.path}: session {sid}") \
+            if cadence_unit == "days" else 0
+        due = (pos - last_pos >= cadence) if cadence_unit == "sessions" else \
+            (day - last_day >= cadence)
+        if due and strategy.method is not None:
+            last_pos, last_day = pos, day
+            t0 = time.perf_counter()
+            rep = strategy.synthesize(store, llm, embedder, th, mode=mode, rate=rate,
+                                      outcomes=outcomes)
+            took = time.perf_counter() - t0
+            assert rep is not None  # a strategy with a method synthesizes
+            reports.append(rep)
+            view = store_view(store, strategy, embedder, th, recall_key, split)
+            passes.append(PassRecord(
+                len(passes), pos, rep.status, rep.sessions, rep.qualified, rep.distilled,
+                rep.added, rep.updated, rep.left_for_later,
+                rep.llm_calls, rep.cache_hits, len(store.procedures(active_only=True)),
+                round(took, 3), len(store.synthesis_marks())))
+        family = split.family(sid)
+        label = labels.get(sid)
+        if family is not None and seen[family] >= k:
+            probes.append(sid)
+            if store.sessions_with_calls([sid]):
+                raise EvaluationError(f"probe {sid} is already in the store it is to be "
+                                      "recalled against (a protocol bug; please report it)")
+            checked += 1
+            turn = corpus.first_user_turns([sid]).get(sid)
+            if turn is None:
+                no_goal += 1
+            else:
+                task = label.task_id if label is not None else None
+                rows += probe_rows(
+                    strategy, th, view, embedder, session_id=sid, goal=turn.content,
+                    calls=corpus.tool_calls(sid), family=family,
+                    success=label.success if label is not None else None,
+                    seen_task=None if task is None else task in tasks, witness=witness)
+        if entry.record is not None:  # a session without calls leaves nothing to detect
+            write_session(store, entry.record)
+        if family is not None:
+            seen[family] += 1
+        if label is not None and label.task_id is not None:
+            tasks.add(label.task_id)
+    return Rolling(rows, tuple(reports), tuple(passes), tuple(probes), witness, ordered_by,
+                   len(ordered), no_goal, checked)
+
+
+def _start(rec: SessionRecord, labels: Mapping[str, SessionLabel]) -> str | None:
+    x = labels.get(rec.session_id)
+    if x is not None and x.started_at:
+        return x.started_at
+    return rec.calls[0].timestamp if rec.calls else None

@@ -1,0 +1,418 @@
+"""One evaluation point: split, synthesize on the history, recall for each probe, score.
+
+The order is the protocol's guarantee: the history store is built from history sessions
+only, the strategy's synthesis pass runs on it, and only then is each probe's goal (read
+from the corpus, never written anywhere) recalled for. Labels are read for scoring only.
+
+A point writes, in its own folder: ``history.db`` (the store the pipeline saw),
+``skills/<profile>/`` (every synthesized procedure exported and re-read), ``results.jsonl``
+(the per-probe table) and, last, ``summary.json`` (config, corpus hashes, versions, pass
+report, checks, KPIs). ``summary.json`` is the point's done marker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+import socket
+import time
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ... import __version__
+from ...config import Thresholds
+from ...corpora.labels import LabelStore, SessionLabel, labels_path_for
+from ...corpora.stats import corpus_digest
+from ...errors import (
+    EvaluationError,
+    MalformedSkill,
+    SkillValidationError,
+)
+from ...models.cache import file_sha256
+from ...models.embed import Embeds, check_store_embedder
+from ...models.llm import ChatClient, Endpoint
+from ...pipeline.distill import DistillMode
+from ...pipeline.export import export_skill
+from ...pipeline.skill import PROFILES
+from ...pipeline.synthesize import PassReport
+from ...protocols import ChatModel
+from ...store import MemoryStore
+from ..live.agent import AGENT_PROMPT_VERSION
+from ..live.user_sim import USER_PROMPT_VERSION
+from ..live.worlds import WORLDS
+from ..strategies import Recaller, Strategy, get_strategy
+from .estimate import RULE
+from .live_arms import live_rows, live_world
+from .metrics import KPI, ProbeResult, ProcedureCheck, point_kpis
+from .options import PROTOCOLS, HistorySource, PointOptions, Protocol
+from .record import RunRecord, model_of, utc_now
+from .rolling import run_rolling
+from .scoring import FloorWitness, QueryMemo, probe_rows, progress_bar, store_view
+from .split import Split, build_history, load_split, procedure_families
+
+__all__ = ["PROTOCOLS", "SUMMARY", "EvalConfig", "HistorySource", "PointResult", "Protocol",
+           "check_floors", "run_point"]
+
+#: The file whose presence marks a finished point.
+SUMMARY = "summary.json"
+_OWN = ("history.db", "history.db-wal", "history.db-shm", "results.jsonl", "runs.jsonl", "skills",
+        SUMMARY + ".tmp")
+
+
+@dataclass(frozen=True)
+class EvalConfig(PointOptions):
+    """Everything that decides one point's result (recorded in its summary): the corpus,
+    its labels, the thresholds, and the point's options (:class:`~.options.PointOptions`,
+    keyword-only: ``EvalConfig(corpus, strategy=..., k=...)``).
+
+    Attributes:
+        corpus: a corpus ``memory.db`` with its labels file beside it.
+        thresholds: the run's thresholds (tau, min_occurrences, max_recall_body_chars, ...).
+        labels: the labels file (default ``<corpus>.labels.sqlite``).
+    """
+
+    corpus: str
+    thresholds: Thresholds = field(default_factory=Thresholds, kw_only=True)
+    labels: str | None = field(default=None, kw_only=True)
+
+    @property
+    def options(self) -> PointOptions:
+        """The point's options alone."""
+        return self.only_options()
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class PointResult:
+    """What :func:`run_point` produced (also on disk in ``out_dir``)."""
+
+    out_dir: Path
+    rows: tuple[ProbeResult, ...]
+    kpis: dict[str, KPI]
+    summary: dict[str, Any]
+
+
+def _procedure_dump(store: MemoryStore) -> str:
+    rows = store.execute("SELECT * FROM procedures ORDER BY id")
+    calls = store.execute("SELECT COUNT(*) FROM tool_history")
+    return repr((rows, calls))
+
+
+def _closed_port_client() -> ChatClient:
+    with socket.socket() as s:  # bind, learn the port, close: nothing listens there now
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return ChatClient(Endpoint("local", f"http://127.0.0.1:{port}/v1", "none",
+                               timeout_s=2.0, connect_timeout_s=1.0, max_retries=0))
+
+
+def check_floors(store: MemoryStore, strategy: Strategy, llm: ChatModel, embedder: Embeds,
+                 config: Thresholds, mode: DistillMode, probe_goal: str | None,
+                 recaller: Callable[[], Recaller]) -> dict[str, bool | None]:
+    """Provoke #887's off-states on a finished history store; True where each behaved.
+
+    The store ends as it began (a disabled procedure is re-enabled). None: the floor could
+    not be provoked here (no synthesis in this design, nothing to distil, nothing recalled).
+    """
+    with _quiet(*_PASS_LOGGERS):  # the off-states below are provoked on purpose
+        return _provoke(store, strategy, llm, embedder, config, mode, probe_goal, recaller)
+
+
+#: The loggers of every synthesis pass a strategy runs (gaia-shipped's: GAIA's own driver).
+_PASS_LOGGERS = ("skillsynth.pipeline.synthesize", "skillsynth.evaluation.strategies.gaia_shipped",
+                 "gaia.agents.base.procedural_memory")
+
+
+@contextlib.contextmanager
+def _quiet(*names: str) -> Iterator[None]:
+    loggers = [logging.getLogger(n) for n in names]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
+
+
+def _provoke(store: MemoryStore, strategy: Strategy, llm: ChatModel, embedder: Embeds,
+             config: Thresholds, mode: DistillMode, probe_goal: str | None,
+             recaller: Callable[[], Recaller]) -> dict[str, bool | None]:
+    out: dict[str, bool | None] = {}
+    if strategy.method is None:
+        return {"memory-disabled": None, "synthesis-disabled": None,
+                "llm-unavailable": None, "disabled-not-recalled": None}
+    before = _procedure_dump(store)
+    before_recall = recaller()(probe_goal) if probe_goal else []
+    r = strategy.synthesize(store, llm, embedder, config, mode=mode,
+                            memory_disabled=True)
+    out["memory-disabled"] = (r is not None and r.status == "memory-disabled"
+                              and _procedure_dump(store) == before)
+    r = strategy.synthesize(store, llm, embedder, config.merge(enabled=False), mode=mode)
+    still = recaller()(probe_goal) if probe_goal else []
+    out["synthesis-disabled"] = (r is not None and r.status == "synthesis-disabled"
+                                 and _procedure_dump(store) == before
+                                 and [h.procedure.id for h in still]
+                                 == [h.procedure.id for h in before_recall])
+    with _closed_port_client() as down:
+        # forced: the pass before consumed every cluster it distilled (synthesis marks)
+        r = strategy.synthesize(store, down, embedder, config, mode=mode, force=True)
+    if r is None or r.qualified == 0:
+        out["llm-unavailable"] = None
+    else:
+        out["llm-unavailable"] = r.status == "llm-unavailable" and _procedure_dump(store) == before
+    if before_recall and probe_goal:
+        top = before_recall[0].procedure.id
+        store.set_procedure_enabled(top, False)
+        try:
+            out["disabled-not-recalled"] = top not in {h.procedure.id
+                                                       for h in recaller()(probe_goal)}
+        finally:
+            store.set_procedure_enabled(top, True)
+    else:
+        out["disabled-not-recalled"] = None
+    return out
+
+
+def _check_procedures(store: MemoryStore, split: Split, out_dir: Path,
+                      allowed: Collection[str]) -> list[ProcedureCheck]:
+    """Export and re-read every procedure; its provenance must be ``allowed`` sessions."""
+    checks = []
+    for proc in store.procedures():
+        valid: dict[str, bool] = {}
+        errors: dict[str, str] = {}
+        for profile in PROFILES:
+            try:
+                export_skill(store, proc.id, out_dir / "skills" / profile / proc.id, profile)
+                valid[profile], errors[profile] = True, ""
+            except (SkillValidationError, MalformedSkill) as exc:
+                valid[profile], errors[profile] = False, str(exc)
+        sessions = list(proc.provenance.get("from_sessions", [])) if proc.provenance else []
+        known = store.sessions_with_calls(sessions)
+        prov_ok = bool(sessions) and all(s in known and s in allowed for s in sessions)
+        checks.append(ProcedureCheck(proc.id, proc.name, procedure_families(proc, split), valid,
+                                     errors, prov_ok))
+    return checks
+
+
+def _clean(out_dir: Path) -> None:
+    for name in _OWN:
+        p = out_dir / name
+        if p.is_dir():
+            shutil.rmtree(p)
+        elif p.exists():
+            p.unlink()
+
+
+def run_point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out_dir: str | Path, *,
+              progress: bool = False, user: ChatModel | None = None) -> PointResult:
+    """Run the protocol once and write the point's files (see the module docstring).
+
+    A folder left by a killed run (no ``summary.json``) is cleaned and redone. ``user``: a
+    chat model that plays each live probe's user (a tau2 world's user simulator; default
+    solo mode, no user).
+
+    Raises:
+        EvaluationError: ``out_dir`` already holds a finished point, or the corpus has no
+            probes (no task with more than ``k`` attempts).
+    """
+    out = Path(out_dir)
+    if user is not None and (not cfg.live or cfg.world == "replay"):
+        raise EvaluationError("a user simulator needs live probes in a world with a user side "
+                              f"({', '.join(WORLDS)})")
+    if (out / SUMMARY).exists():
+        raise EvaluationError(f"{out / SUMMARY} exists: this point is done; use a new folder")
+    out.mkdir(parents=True, exist_ok=True)
+    _clean(out)
+    t0 = time.perf_counter()
+    started = utc_now()
+    timings: dict[str, float] = {}
+    strategy = get_strategy(cfg.strategy)
+    th = cfg.thresholds
+    labels_file = Path(cfg.labels) if cfg.labels else labels_path_for(cfg.corpus)
+    with _stage(timings, "corpus_load"):
+        split = load_split(cfg.corpus, cfg.k, labels_path=labels_file, family=cfg.family)
+        if not split.probes:
+            raise EvaluationError(f"{cfg.corpus}: no task has more than k={cfg.k} attempts, "
+                                  "so there is no probe to evaluate")
+        with LabelStore(labels_file) as ls:
+            labels = {x.session_id: x for x in ls.all()}
+    history_db = out / "history.db"
+    queries = QueryMemo(embedder)  # recall and the score diagnostic share each query
+    if cfg.protocol == "rolling":
+        with MemoryStore.open(cfg.corpus, read_only=True) as corpus, \
+                MemoryStore.init(history_db) as store, _stage(timings, "rolling_passes"):
+            if hasattr(embedder, "embedder_id"):
+                check_store_embedder(store, embedder)  # type: ignore[arg-type]
+            rolled = run_rolling(
+                corpus, store, strategy=strategy, llm=llm, embedder=queries, th=th,
+                split=split, labels=labels, k=cfg.k, mode=cfg.mode, recall_key=cfg.recall_key,
+                rate=cfg.rate, cadence=cfg.cadence, cadence_unit=cfg.cadence_unit,
+                progress=progress)
+            written = set(store.session_ids())
+            checks = _check_procedures(store, split, out, written)
+            floors = check_floors(store, strategy, llm, embedder, th, cfg.mode,
+                                  rolled.witness.goal,
+                                  lambda: strategy.recaller(store, queries, th, cfg.recall_key))
+        rows, reports, witness = rolled.rows, list(rolled.reports), rolled.witness
+        split_info: dict[str, Any] = {"k": split.k, "protocol": "rolling", **rolled.info(),
+                                      "families_without_probe": _families_without_probe(split)}
+        live_info: dict[str, Any] | None = None
+    else:
+        rows, reports, witness, checks, floors, split_info, live_info = _strict(
+            cfg, strategy, llm, embedder, queries, split, labels, history_db, out, progress,
+            user, timings)
+    floors["recall-threshold-and-state"] = witness.recall_ok if any(
+        r.recalled_ids for r in rows) else None
+    floors["malformed-skipped"] = all(r.status == "ran" for r in reports) if any(
+        "malformed" in why for r in reports for _, why in r.skipped) else None
+    llm_calls = sum(r.llm_calls for r in reports)
+    hits_n = sum(r.cache_hits for r in reports)
+    grounded = [g for r in reports for g in [True] * r.distilled + [False] * r.ungrounded]
+    with _stage(timings, "bootstrap"):
+        kpis = point_kpis(rows, checks, floors, llm_calls=llm_calls, cache_hits=hits_n,
+                          grounded=grounded,
+                          duplicate_names=sum(r.duplicate_names for r in reports),
+                          seed=cfg.seed, n_boot=cfg.n_boot)
+    t_report = time.perf_counter()
+    with (out / "results.jsonl").open("w", encoding="utf-8") as fh:
+        for r in rows:
+            fh.write(json.dumps(r.as_dict(), ensure_ascii=False) + "\n")
+    # the corpus's content digest: identical corpora built twice hash the same
+    corpus_sha, labels_sha = corpus_digest(cfg.corpus), file_sha256(labels_file)
+    summary: dict[str, Any] = {
+        "config": cfg.as_dict(),
+        "corpus": {"path": str(cfg.corpus), "sha256": corpus_sha,
+                   "file_sha256": file_sha256(cfg.corpus), "labels_sha256": labels_sha},
+        "versions": {"skillsynth": __version__, "distill_prompt": strategy.distill_prompt(),
+                     "replay_rule": RULE,
+                     "chat_model": getattr(getattr(llm, "endpoint", None), "model", None),
+                     "embedder": getattr(embedder, "embedder_id", None)},
+        "split": split_info,
+        "live": live_info,
+        "pass": _combined(reports),
+        "model_calls": {"synthesis": llm_calls, "synthesis_cache_hits": hits_n,
+                        "agent": sum(r.llm_calls for r in rows),
+                        "agent_cache_hits": sum(r.cache_hits for r in rows
+                                                if r.steps_method == "live")},
+        "procedures": [asdict(c) for c in checks],
+        "floors": floors,
+        "kpis": {k: v.as_dict() for k, v in kpis.items()},
+        "started_at": started, "wall_s": round(time.perf_counter() - t0, 3),
+        "timings": timings,
+    }
+    summary["record"] = RunRecord(
+        "point", cfg.as_dict(), started, utc_now(),
+        models={"chat": model_of(llm), "embed": model_of(embedder), "user": model_of(user)},
+        inputs={"corpus": {"path": str(cfg.corpus), "sha256": corpus_sha},
+                "labels": {"path": str(labels_file), "sha256": labels_sha}},
+        prompts={"distill": strategy.distill_prompt(), "agent": AGENT_PROMPT_VERSION,
+                 "user_sim": USER_PROMPT_VERSION, "replay_rule": RULE}).as_dict()
+    timings["report"] = round(time.perf_counter() - t_report, 4)
+    tmp = out / (SUMMARY + ".tmp")
+    tmp.write_text(json.dumps(summary, indent=2, ensure_ascii=False, default=str),
+                   encoding="utf-8")
+    os.replace(tmp, out / SUMMARY)
+    return PointResult(out, tuple(rows), kpis, summary)
+
+
+def _strict(cfg: EvalConfig, strategy: Strategy, llm: ChatModel, embedder: Embeds,
+            queries: QueryMemo, split: Split, labels: Mapping[str, SessionLabel],
+            history_db: Path, out: Path, progress: bool, user: ChatModel | None,
+            timings: dict[str, float]) -> tuple[list[ProbeResult], list[PassReport], FloorWitness, list[ProcedureCheck],
+                       dict[str, bool | None], dict[str, Any], dict[str, Any] | None]:
+    """One pass over attempts 1..k of every family, then attempt k+1 of each recalled for."""
+    th = cfg.thresholds
+    with _stage(timings, "corpus_load"), \
+            MemoryStore.open(cfg.corpus, read_only=True) as corpus:
+        n_history = build_history(cfg.corpus, split, history_db)
+        probe_ids = [p.session_id for p in split.probes]
+        goals = {s: t.content for s, t in corpus.first_user_turns(probe_ids).items()}
+        probe_calls = {s: corpus.tool_calls(s) for s in probe_ids}
+        recorded = corpus.tool_calls() if cfg.live and cfg.world == "replay" else []
+    outcomes = {s: x.success for s, x in labels.items() if x.success is not None}
+    history_tasks = {labels[s].task_id for s in split.history if s in labels}
+    with MemoryStore.open(history_db) as store:
+        if hasattr(embedder, "embedder_id"):
+            check_store_embedder(store, embedder)  # type: ignore[arg-type]
+        with _stage(timings, "clustering"):  # with distillation (cache hits when warm)
+            report = strategy.synthesize(store, llm, embedder, th, mode=cfg.mode,
+                                         rate=cfg.rate, outcomes=outcomes)
+        t_recall = time.perf_counter()
+        view = store_view(store, strategy, queries, th, cfg.recall_key, split)
+        witness = FloorWitness()
+        rows: list[ProbeResult] = []
+        for p in progress_bar(split.probes, progress, "probes"):
+            goal = goals.get(p.session_id)
+            if goal is None:  # a probe without a goal cannot be recalled for; counted below
+                continue
+            rows += probe_rows(strategy, th, view, queries, session_id=p.session_id,
+                               goal=goal, calls=probe_calls[p.session_id],
+                               family=str(split.family(p.session_id)), success=p.success,
+                               seen_task=None if p.task_id is None
+                               else p.task_id in history_tasks, witness=witness)
+        timings["recall"] = round(time.perf_counter() - t_recall, 4)
+        with _stage(timings, "validate"):
+            checks = _check_procedures(store, split, out,
+                                       split.history - {p.session_id for p in split.probes})
+        live_info: dict[str, Any] | None = None
+        t_live = time.perf_counter()
+        if cfg.live:
+            world, task_of, live_info = live_world(cfg, store, recorded, probe_calls, labels,
+                                                    goals, split)
+            rows += live_rows(cfg, llm, world, task_of, rows, view.recaller, th,
+                              out / "runs.jsonl", progress, user)
+            live_info["user_model"] = (model_of(user) or {}).get("model")
+            timings["live"] = round(time.perf_counter() - t_live, 4)
+        with _stage(timings, "floors"):
+            floors = check_floors(store, strategy, llm, embedder, th, cfg.mode, witness.goal,
+                                  lambda: strategy.recaller(store, queries, th, cfg.recall_key))
+    split_info = {"k": split.k, "protocol": "strict", "history": len(split.history),
+                  "history_with_calls": n_history, "probes": len(split.probes),
+                  "probes_without_goal": sum(1 for p in split.probes
+                                             if p.session_id not in goals),
+                  "left_out": len(split.left_out),
+                  "families_without_probe": _families_without_probe(split)}
+    return (rows, [report] if report else [], witness, checks, floors, split_info, live_info)
+
+
+@contextlib.contextmanager
+def _stage(timings: dict[str, float], name: str) -> Iterator[None]:
+    """Add the block's wall seconds to ``timings[name]`` (the summary's stage timings)."""
+    t = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[name] = round(timings.get(name, 0.0) + time.perf_counter() - t, 4)
+
+
+def _families_without_probe(split: Split) -> int:
+    """Families with k attempts or fewer: no probe under either protocol (counted, not hidden)."""
+    return len(set(split.families.values())) - len(split.probes)
+
+
+def _combined(reports: Sequence[PassReport]) -> dict[str, Any] | None:
+    """One pass's report, or the sums over a rolling point's passes (status: the worst;
+    clusters left over: the last pass's)."""
+    if not reports:
+        return None
+    if len(reports) == 1:
+        return reports[0].as_dict()
+    out: dict[str, Any] = {"status": next((r.status for r in reports if r.status != "ran"),
+                                          "ran"), "passes": len(reports)}
+    for name in ("sessions", "clusters", "qualified", "distilled", "added", "updated", "noop",
+                 "ungrounded", "repaired", "duplicate_names", "llm_calls", "cache_hits"):
+        out[name] = sum(getattr(r, name) for r in reports)
+    out["left_for_later"] = reports[-1].left_for_later  # after the last pass (not a sum)
+    out["skipped"] = [list(x) for r in reports for x in r.skipped]
+    out["failed_shares"] = [x for r in reports for x in r.failed_shares]
+    return out

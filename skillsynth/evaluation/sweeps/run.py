@@ -1,0 +1,486 @@
+"""Sweeps: a grid of evaluation points, each executed as a papermill notebook.
+
+A sweep spec (YAML, ``eval/sweeps/NAME.yaml``) names a corpus, a backend and a grid; every
+combination is one point. :func:`run_sweep` builds the corpus once, starts the embedded
+models once (their URLs go to every point), executes the packaged notebook
+``skillsynth/notebooks/sweep_point.ipynb`` per point in parallel workers and writes
+``<results>/<name>/``:
+
+* ``spec.yaml``: the spec the run was started with (a resumed run must use the same one);
+* ``corpus/``: the corpus the points read (unless the spec names an existing database);
+* ``points/<id>/``: the executed notebook and :func:`~skillsynth.evaluation.run_point`'s
+  files; a point with a ``summary.json`` is done and is skipped when the sweep is re-run,
+  so a killed sweep resumes where it stopped;
+* ``similarity.json``: same-family and different-family goal similarities (where tau sits);
+* ``results.jsonl`` and ``summary.json``: every point's rows and KPIs together.
+
+The spec itself (keys, checks, grid expansion) is :mod:`.spec`; points on a Dask
+cluster (``cluster=``) are :mod:`.dask_cluster`.
+
+Distillations are shared across points through the call cache: points that differ only in
+recall settings (tau for recall, max_recall_body_chars) ask the model the same questions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import json
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from ...corpora.labels import LabelStore, labels_path_for
+from ...errors import ConfigError, EvaluationError
+from ...models.backend import BackendSpec, open_clients
+from ...store import MemoryStore
+from ..point.options import PointOptions
+from ..point.record import RunRecord, utc_now
+from ..point.run import SUMMARY
+from ..point.split import FamilyRule, family_of
+from .execute import execute_point, failure_text
+from .notebooks import find_notebook
+from .results_url import is_url
+from .shipping import MergeCounts, Shipper
+from .spec import GRID_KEYS, RUN_ONLY_KEYS, Point, SweepSpec, expand_points
+
+__all__ = [
+    "GRID_KEYS",
+    "Point",
+    "SweepReport",
+    "SweepSpec",
+    "aggregate",
+    "expand_points",
+    "find_notebook",
+    "goal_similarities",
+    "run_sweep",
+]
+
+
+def _build_corpus(spec: SweepSpec, run_dir: Path, log: Any) -> Path:
+    kind, conf = next(iter(spec.corpus.items()))
+    root = Path(spec.source).resolve().parent if spec.source else Path.cwd()
+    if kind == "db":
+        db = Path(conf)
+        db = db if db.is_absolute() else root / db
+        if not db.exists():
+            raise EvaluationError(f"corpus database {db} not found (spec {spec.source})")
+        return db
+    db = run_dir / "corpus" / "corpus.db"
+    if (run_dir / "corpus" / "BUILT").exists():
+        return db
+    if (run_dir / "corpus").exists():
+        import shutil
+
+        shutil.rmtree(run_dir / "corpus")  # a build that did not finish
+    (run_dir / "corpus").mkdir(parents=True)
+    conf = dict(conf or {})
+    if kind == "synthetic":
+        from ...corpora.synthetic import NoiseConfig, generate_corpus
+
+        noise = conf.pop("noise", None)
+        generate_corpus(db, noise=NoiseConfig(**noise) if noise else None, **conf)
+    else:
+        from ...corpora.importing import import_corpus
+
+        files = [f if Path(f).is_absolute() else str(root / f) for f in conf.pop("files")]
+        tasks = conf.pop("tasks", None)
+        tasks = str(root / tasks) if tasks and not Path(tasks).is_absolute() else tasks
+        rep = import_corpus(conf.pop("format"), files, db, tasks=tasks, **conf)
+        log(f"imported {rep.sessions_imported} sessions into {db}")
+    (run_dir / "corpus" / "BUILT").write_text(time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    return db
+
+
+def _live_corpus(spec: SweepSpec, run_dir: Path, backend: BackendSpec, progress: bool,
+                 log: Any) -> Path:
+    """The agent's k+1 live attempts per task (resumable: finished runs are kept)."""
+    from ..live.history import live_history
+    from ..live.worlds import get_world
+
+    conf, opts = dict(spec.corpus["live"]), spec.options
+    db = run_dir / "corpus" / "corpus.db"
+    with open_clients(backend) as (chat, _):
+        rep = live_history(get_world(opts.world), chat, db, tasks=[str(t) for t in conf["tasks"]],
+                           attempts=opts.k + 1,
+                           step_limit=int(conf.get("step_limit", opts.step_limit)),
+                           temperature=float(conf.get("temperature", 0.7)), policy=opts.policy,
+                           model=backend.chat_model, progress=progress)
+    log(f"live history: {rep.ran} run(s) now, {rep.already_present} kept; "
+        f"{rep.successes} succeeded")
+    return db
+
+
+def goal_similarities(corpus_db: str | Path, embedder: Any, *, max_pairs: int = 20000,
+                      seed: int = 0, family: FamilyRule = "task") -> dict[str, Any]:
+    """Cosines between labelled sessions' goals, same family vs different family.
+
+    What a maintainer looks at to place tau for an embedder: tau should sit above most
+    different-family pairs and below most same-family pairs. Pairs are sampled (seeded)
+    when there are more than ``max_pairs`` of a kind.
+    """
+    with LabelStore(labels_path_for(corpus_db)) as ls:
+        fam = {x.session_id: f for x in ls.all() if (f := family_of(x, family)) is not None}
+    with MemoryStore.open(corpus_db, read_only=True) as store:
+        goals = {s: t.content for s, t in store.first_user_turns(list(fam)).items()}
+    ids = sorted(goals)
+    if len(ids) < 2:
+        return {"same": [], "different": [], "n_sessions": len(ids)}
+    v = embedder.embed([goals[s] for s in ids], kind="document")
+    sims = v @ v.T
+    iu = np.triu_indices(len(ids), k=1)
+    same_mask = np.array([fam[ids[i]] == fam[ids[j]] for i, j in zip(*iu, strict=True)])
+    vals = sims[iu]
+    rng = np.random.default_rng(seed)
+
+    def sample(x: np.ndarray) -> list[float]:
+        if len(x) > max_pairs:
+            x = rng.choice(x, size=max_pairs, replace=False)
+        return [round(float(a), 4) for a in x]
+
+    return {"same": sample(vals[same_mask]), "different": sample(vals[~same_mask]),
+            "n_sessions": len(ids), "embedder": getattr(embedder, "embedder_id", None),
+            "family": family}
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    """What one :func:`run_sweep` call did (``llm_calls`` and ``cache_hits``: over the points
+    it ran; ``cluster``: the Dask scheduler's address, None for the thread pool)."""
+
+    run_dir: Path
+    points: int
+    ran: tuple[str, ...]
+    skipped: tuple[str, ...]
+    failed: dict[str, str]
+    wall_s: float
+    llm_calls: int
+    cache_hits: int
+    cluster: str | None = None
+    workers: int = 1
+    transport: str | None = None
+    answers_returned: MergeCounts | None = None
+    results_url: str | None = None
+
+
+def _backend_spec(spec: SweepSpec, cache: str | None) -> BackendSpec:
+    """The spec's backend as configured, nothing started (a remote cluster's workers
+    resolve ``local`` themselves)."""
+    return spec.backend_spec(cache)
+
+
+@contextlib.contextmanager
+def _shared_backend(spec: SweepSpec, cache: str | None) -> Iterator[BackendSpec]:
+    """Start the embedded models once for all points; Lemonade and named endpoints are
+    shared as they are."""
+    backend = _backend_spec(spec, cache)
+    if backend.backend != "local":
+        yield backend
+        return
+    from ...models.serve import locate_models, serve_local
+
+    with serve_local(locate_models(chat=backend.chat_model),
+                     request_timeout_s=backend.timeout_s) as servers:
+        assert servers.chat is not None and servers.embed is not None
+        yield BackendSpec("endpoints", chat_model=servers.chat.model,
+                          embed_model=servers.embed.model, chat_url=servers.chat.base_url,
+                          embed_url=servers.embed.base_url, cache=cache,
+                          timeout_s=backend.timeout_s)
+
+
+def _shipped_live_corpus(client: Any, spec: SweepSpec, run_dir: Path, backend: BackendSpec,
+                         shipper: Shipper) -> tuple[Path, MergeCounts]:
+    """A live-history corpus built on a worker (shipped transport), kept in the run folder."""
+    from .shipping import shipped_live_corpus
+
+    db = run_dir / "corpus" / "corpus.db"
+    if (run_dir / "corpus" / "BUILT").exists():
+        return db, MergeCounts()
+    live = functools.partial(_live_corpus, progress=False, log=print)
+    out = client.submit(shipped_live_corpus, live, shipper.snapshots(), backend, spec,
+                        pure=False).result()
+    db.parent.mkdir(parents=True, exist_ok=True)
+    for name, data in out["corpus"].files:  # the database and its labels
+        part = db.with_name(f".{name}.part")
+        part.write_bytes(data)
+        part.rename(db.with_name(name))
+    (run_dir / "corpus" / "BUILT").write_text("shipped\n", encoding="utf-8")
+    return db, shipper.take_back(out["answers"])
+
+
+def _shipped_similarities(client: Any, corpus: Path, spec: SweepSpec, backend: BackendSpec,
+                          shipper: Shipper) -> tuple[dict[str, Any], MergeCounts]:
+    """The goal similarities computed on a worker (shipped transport)."""
+    from .shipping import shipped_call
+
+    out = client.submit(shipped_call, _similarities, shipper.corpus(corpus), shipper.snapshots(),
+                        backend, spec.options.seed, spec.options.family, pure=False).result()
+    return out["value"], shipper.take_back(out["answers"])
+
+
+def _similarities(corpus: Path, seed: int, family: FamilyRule, *,
+                  backend: BackendSpec) -> dict[str, Any]:
+    with open_clients(backend) as (_, emb):
+        return goal_similarities(corpus, emb, seed=seed, family=family)
+
+
+def run_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval/results",
+              workers: int | None = None, cache: str | None = None, progress: bool = True,
+              log: Any = print, cluster: str | None = None,
+              connect_timeout_s: float | None = None, transport: str = "auto",
+              mirror: str | Path | None = None,
+              on_point: Callable[[str], None] | None = None) -> SweepReport:
+    """Run every point of ``spec`` not already done; aggregate all points.
+
+    Args:
+        spec: a :class:`SweepSpec` or the path of its YAML file.
+        results_root: where ``<name>/`` is written: a folder, or an fsspec URL
+            (``s3://bucket/runs``; see :mod:`.results_url`: the sweep runs in a local mirror
+            and uploads each point as it finishes).
+        workers: points at once (default: the spec's ``workers``); with ``cluster="local"``
+            the LocalCluster's worker processes.
+        cache: the call cache file (default ``<models home>/cache.db``).
+        progress: show a progress bar over points.
+        log: where progress lines go.
+        cluster: None: this process runs the points in a thread pool (each point is its
+            own kernel process); ``"local"``: a Dask LocalCluster of ``workers`` worker
+            processes; else a Dask scheduler address (see :mod:`.dask_cluster`).
+        connect_timeout_s: how long to try to reach the scheduler (default
+            :data:`~.dask_cluster.CONNECT_TIMEOUT_S`).
+        transport: with a scheduler address, how points reach the run folder: ``auto``
+            (``shared`` when every worker runs on this host, else ``shipped``), ``shared``
+            (workers write the run folder and the cache), ``shipped`` (corpus and cache
+            travel to the workers, points come back; nothing shared).
+        mirror: with a results URL, the local mirror's folder (default: under the models
+            home, by URL).
+        on_point: called with each point's id as soon as it has finished.
+
+    Raises:
+        ConfigError: the run folder holds a different spec (resume only the same sweep).
+        EvaluationError: the scheduler cannot be reached, or its workers lack skillsynth at
+            this version or cannot write the run folder or the cache (nothing has run).
+    """
+    from ...models.serve import default_cache_path
+
+    spec = spec if isinstance(spec, SweepSpec) else SweepSpec.load(spec)
+    if is_url(results_root):
+        return _run_sweep_at_url(spec, str(results_root), mirror, workers=workers, cache=cache,
+                                 progress=progress, log=log, cluster=cluster,
+                                 connect_timeout_s=connect_timeout_s, transport=transport)
+    t0 = time.perf_counter()
+    started = utc_now()
+    run_dir = (Path(results_root) / spec.name).resolve()
+    spec_file = run_dir / "spec.yaml"
+    spec_text = yaml.safe_dump(spec.as_dict(), sort_keys=True)
+    if spec_file.exists() and (_identity(spec_file.read_text(encoding="utf-8"))
+                               != _identity(spec_text)):
+        raise ConfigError(f"{run_dir} holds a run of a different spec; give this sweep another "
+                          "name or remove the folder", source=str(spec_file))
+    notebook = find_notebook("sweep_point.ipynb")
+    points = expand_points(spec)
+    todo = [p for p in points if not (run_dir / "points" / p.id / SUMMARY).exists()]
+    skipped = tuple(p.id for p in points if p not in todo)
+    n_workers = max(1, min(workers or spec.workers, len(todo) or 1))
+    cache_path = cache or str(default_cache_path())
+    with contextlib.ExitStack() as stack:
+        client = facts = None
+        if cluster is not None:  # first: an unreachable scheduler fails before anything runs
+            from .dask_cluster import CONNECT_TIMEOUT_S, check_workers, open_cluster
+
+            client, local = stack.enter_context(open_cluster(
+                cluster, workers=n_workers, timeout_s=connect_timeout_s or CONNECT_TIMEOUT_S))
+        (run_dir / "points").mkdir(parents=True, exist_ok=True)
+        Path(cache_path).parent.mkdir(parents=True, exist_ok=True)
+        if client is not None:
+            facts = check_workers(client, str(cluster), local,
+                                  writable=[run_dir / "points", Path(cache_path).parent],
+                                  cache=cache_path, transport=transport)
+            log(f"Dask: {facts.workers} worker(s) on {', '.join(facts.hosts)}; points "
+                f"{'travel through the scheduler' if facts.transport == 'shipped' else 'are written in place'}"
+                f" ({facts.transport} transport)")
+        spec_file.write_text(spec_text, encoding="utf-8")
+        if skipped:
+            log(f"{len(skipped)} of {len(points)} point(s) already done; running {len(todo)}")
+        corpus = (None if spec.options.history == "live"
+                  else _build_corpus(spec, run_dir, log).resolve())
+        if client is not None and facts is not None and not facts.local:
+            from .backends import register_model_servers
+
+            backend = _backend_spec(spec, cache_path)  # the workers resolve the models
+            register_model_servers(client, backend)
+        else:
+            backend = stack.enter_context(_shared_backend(spec, cache_path))
+        shipped = facts is not None and facts.transport == "shipped"
+        shipper = Shipper(client, cache_path) if shipped else None
+        merged = None
+        if corpus is None and shipper is not None:
+            corpus, merged = _shipped_live_corpus(client, spec, run_dir, backend, shipper)
+        if corpus is None:  # the agent's own runs are the corpus: they need the model
+            if client is not None and facts is not None and not facts.local:
+                from .backends import on_worker
+
+                live = functools.partial(_live_corpus, progress=False, log=print)
+                corpus = client.submit(on_worker, live, backend, spec, run_dir,
+                                       pure=False).result().resolve()
+            else:
+                corpus = _live_corpus(spec, run_dir, backend, progress, log).resolve()
+        if not (run_dir / "similarity.json").exists():
+            if shipper is not None:
+                sims, answers = _shipped_similarities(client, corpus, spec, backend, shipper)
+                merged = answers + (merged or MergeCounts())
+            elif client is not None and facts is not None and not facts.local:
+                from .backends import on_worker
+
+                sims = client.submit(on_worker, _similarities, backend, corpus,
+                                     spec.options.seed, spec.options.family,
+                                     pure=False).result()
+            else:
+                sims = _similarities(corpus, spec.options.seed, spec.options.family,
+                                     backend=backend)
+            (run_dir / "similarity.json").write_text(json.dumps(sims), encoding="utf-8")
+        if facts is not None:
+            from .dask_cluster import run_points_on_cluster
+
+            ran, failed, in_points = run_points_on_cluster(
+                client, facts, todo, spec, corpus, backend, run_dir, notebook, progress, log,
+                cache=cache_path, on_point=on_point, shipper=shipper)
+            if shipped:
+                merged = in_points + (merged or MergeCounts())
+        else:
+            ran, failed = _run_points(todo, spec, corpus, backend, run_dir, notebook,
+                                      n_workers, progress, log, on_point)
+    summary = aggregate(run_dir, points, spec, started_utc=started)
+    summary["failed"] = failed
+    ran_summaries = [s for s in summary["points"] if s["id"] in ran]
+    llm_calls = sum(s["llm_calls"] for s in ran_summaries)
+    cache_hits = sum(s["cache_hits"] for s in ran_summaries)
+    # this invocation's model traffic (a resumed sweep's earlier points are in their own)
+    summary["this_run"] = {"ran": list(ran), "llm_calls": llm_calls, "cache_hits": cache_hits,
+                           "executor": "thread pool" if facts is None else "dask",
+                           "cluster": None if facts is None else facts.address,
+                           "workers": n_workers if facts is None else facts.workers,
+                           "transport": None if facts is None else facts.transport,
+                           "answers_returned": None if merged is None else asdict(merged)}
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str),
+                                          encoding="utf-8")
+    return SweepReport(run_dir, len(points), tuple(ran), skipped, failed,
+                       round(time.perf_counter() - t0, 2), llm_calls, cache_hits,
+                       cluster=None if facts is None else facts.address,
+                       workers=n_workers if facts is None else facts.workers,
+                       transport=None if facts is None else facts.transport,
+                       answers_returned=merged)
+
+
+def _run_sweep_at_url(spec: SweepSpec, url: str, mirror: str | Path | None,
+                      **kwargs: Any) -> SweepReport:
+    """:func:`run_sweep` with its run folder at an fsspec URL (see :mod:`.results_url`)."""
+    from .results_url import open_results_url
+
+    res = open_results_url(url, spec.name, mirror)
+    log = kwargs["log"]
+    pulled = res.pull()
+    if pulled:
+        log(f"{pulled} finished point(s) taken from {res.url}")
+    try:
+        rep = run_sweep(spec, results_root=res.local.parent, on_point=res.push_point, **kwargs)
+    finally:
+        res.push_run()
+    log(f"run folder {res.url} (local mirror {res.local})")
+    return dataclasses.replace(rep, results_url=res.url)
+
+
+def _identity(spec_yaml: str) -> dict[str, Any]:
+    """What makes two specs the same sweep: everything but how the points are executed.
+
+    An option at its default counts as absent, so a run folder written before an option
+    existed (or before the spec file listed it) still resumes under the same spec.
+    """
+    defaults = PointOptions().to_json()
+    return {k: v for k, v in yaml.safe_load(spec_yaml).items()
+            if k not in RUN_ONLY_KEYS and not (k in defaults and v == defaults[k])}
+
+
+def _run_points(todo: Sequence[Point], spec: SweepSpec, corpus: Path, backend: BackendSpec,
+                run_dir: Path, notebook: Path, workers: int, progress: bool, log: Any,
+                on_point: Callable[[str], None] | None = None
+                ) -> tuple[list[str], dict[str, str]]:
+    """Execute points in parallel workers; the ids that ran and the errors of those that failed.
+
+    Points that share a synthesis (same strategy and synthesis thresholds) would ask the
+    model the same questions; one of each runs first, the rest after, so the rest are cache
+    hits rather than concurrent duplicate requests.
+    """
+    ran: list[str] = []
+    failed: dict[str, str] = {}
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(todo), desc=f"sweep {spec.name}", unit="point")
+    firsts: dict[str, Point] = {}
+    for p in todo:
+        firsts.setdefault(p.synthesis_key, p)
+    phases = [list(firsts.values()), [p for p in todo if p not in firsts.values()]]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for phase in phases:
+            futures = {pool.submit(execute_point, p, spec, corpus, backend,
+                                   run_dir / "points" / p.id, notebook): p for p in phase}
+            for fut in as_completed(futures):
+                p = futures[fut]
+                try:
+                    fut.result()
+                    ran.append(p.id)
+                    if on_point is not None:
+                        on_point(p.id)
+                except Exception as exc:  # noqa: BLE001 (one failed point must not stop the others)
+                    failed[p.id] = failure_text(exc)[:2000]
+                    log(f"point {p.id} failed: {failed[p.id].splitlines()[0]}")
+                if bar is not None:
+                    bar.update(1)
+    if bar is not None:
+        bar.close()
+    return ran, failed
+
+
+def aggregate(run_dir: Path, points: Sequence[Point], spec: SweepSpec, *,
+              started_utc: str | None = None) -> dict[str, Any]:
+    """Write ``results.jsonl`` over every finished point; return the run summary (with the
+    sweep's :class:`~..point.record.RunRecord`)."""
+    rows_out = run_dir / "results.jsonl"
+    entries = []
+    with rows_out.open("w", encoding="utf-8") as fh:
+        for p in points:
+            pdir = run_dir / "points" / p.id
+            if not (pdir / SUMMARY).exists():
+                continue
+            s = json.loads((pdir / SUMMARY).read_text(encoding="utf-8"))
+            params = {"point": p.id, "strategy": p.strategy,
+                      "corpus_sha256": s["corpus"]["sha256"],
+                      **p.thresholds().to_settings_block(), **p.settings(spec)}
+            for line in (pdir / "results.jsonl").read_text(encoding="utf-8").splitlines():
+                fh.write(json.dumps(params | json.loads(line), ensure_ascii=False) + "\n")
+            mc = s["model_calls"]
+            entries.append({"id": p.id, "strategy": p.strategy,
+                            "params": p.thresholds().to_settings_block(),
+                            "protocol": p.settings(spec),
+                            "kpis": s["kpis"], "floors": s["floors"], "split": s["split"],
+                            "llm_calls": mc["synthesis"] + mc["agent"],
+                            "cache_hits": mc["synthesis_cache_hits"] + mc["agent_cache_hits"],
+                            "model_calls": mc, "wall_s": s["wall_s"],
+                            "pass_status": (s.get("pass") or {}).get("status"),
+                            "corpus": s["corpus"], "versions": s["versions"]})
+    first = entries[0] if entries else {}
+    record = RunRecord("sweep", spec.as_dict(), started_utc or utc_now(), utc_now(),
+                       models=(json.loads((run_dir / "points" / first["id"] / SUMMARY)
+                                          .read_text(encoding="utf-8")).get("record", {})
+                               .get("models", {}) if first else {}),
+                       inputs={"corpus": first.get("corpus")})
+    return {"name": spec.name, "spec": spec.as_dict(), "points": entries,
+            "n_points": len(points), "finished": len(entries), "record": record.as_dict()}
