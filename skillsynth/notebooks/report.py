@@ -44,8 +44,11 @@ display(Markdown(report.describe_run(run)))
 # success; ties: fewer probes made worse; among points GAIA can run by its settings alone:
 # recall by when_to_use, the per-call success rate) and for GAIA's shipped settings (tau
 # 0.82, 3 occurrences, 1500 body characters; the rolling protocol's point where both ran)
-# when the sweep ran them. INCONCLUSIVE: the 95% interval
-# spans the target. The recommended point's settings block is written beside the report.
+# when the sweep ran them. INCONCLUSIVE: fewer than 6 task families, or a 95% interval
+# that holds both a passing and a failing value; INSENSITIVE: the positive control (oracle
+# minus no memory) did not separate from no memory, so the row could not have shown an
+# effect; the `why` column says which. The recommended point's settings block is written
+# beside the report.
 
 # %%
 import json

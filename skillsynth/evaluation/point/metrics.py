@@ -1,36 +1,64 @@
-"""KPIs of one evaluation point, each with n and a seeded 95% bootstrap interval.
+"""KPIs of one evaluation point, each with n, its task families and a 95% interval.
 
-Intervals are percentile intervals of a cluster bootstrap: probes are resampled by task
-family (all probes of a family together), so families with several probes do not count as
-independent evidence. Paired quantities (steps with and without memory) are differenced
-per probe before resampling. A KPI that is a count (LLM calls) has no interval; a KPI
-built on the replay rule has ``estimate=True`` and says so wherever it is printed.
+Each KPI has a kind, declared where it is built, and its interval follows from the kind
+(METHODS.md 5):
+
+- ``proportion`` (a share of probes, recalled items, procedures, floors): a Wilson interval
+  on the effective sample size n / design effect, the design effect from the data's
+  intra-family correlation (Kish: 1 + (m - 1) * ICC, never below 1; one family counts as
+  one observation). Honest at small n: 3 of 3 gives [0.44, 1.00], never [1, 1].
+- ``mean`` (a mean of per-probe figures; paired figures are differenced per probe): a
+  percentile interval of a cluster bootstrap (families resampled whole) with at least
+  :data:`MIN_FAMILIES` families; with fewer, a cluster-level t interval (too few
+  resamples exist for percentiles); with one family, no interval at all.
+- ``ratio``: :func:`oracle_gain_recovered`.
+- ``count``: n and no interval.
+
+A KPI built on the replay rule has ``estimate=True`` and says so wherever it is printed.
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from statistics import NormalDist
 from typing import Any, Literal, TypeVar
 
 import numpy as np
 
+from ...errors import EvaluationError
 from ...pipeline.skill import PROFILES
 
 __all__ = [
     "KPI",
+    "MIN_FAMILIES",
     "N_BOOT",
+    "KPIKind",
     "ProbeResult",
     "ProcedureCheck",
     "bootstrap_interval",
+    "cluster_t_interval",
+    "design_effect",
+    "mean_kpi",
+    "oracle_gain_recovered",
     "point_kpis",
+    "proportion_kpi",
+    "wilson_interval",
 ]
 
 T = TypeVar("T")
 #: Bootstrap resamples per interval.
 N_BOOT = 2000
+#: The fewest task families a percentile bootstrap is trusted with, and the fewest on which
+#: the verdict decides a row. A PASS reads the lower bound of a 95% interval, a one-sided
+#: test at 2.5%; the smallest number of independent families whose unanimous agreement
+#: reaches that level without assuming a distribution (a sign test) is 6: 0.5**6 = 1.6%,
+#: while 0.5**5 = 3.1% (METHODS.md 5).
+MIN_FAMILIES = 6
 Arm = Literal["no-memory", "memory"]
+KPIKind = Literal["proportion", "mean", "ratio", "count"]
 
 
 @dataclass(frozen=True)
@@ -139,13 +167,24 @@ class ProcedureCheck:
 class KPI:
     """One figure with its sample size and 95% interval.
 
+    The fields after ``estimate`` were added later: a ``summary.json`` written before them
+    lacks them, and readers use ``.get``.
+
     Attributes:
         name: the KPI.
-        value: the point value (None when n is 0).
-        lo, hi: the bootstrap interval (None for counts and when n is 0).
+        value: the point value (None when n is 0, or when not measured: ``note`` says why).
+        lo, hi: the interval (None for counts, when n is 0, and where no honest interval
+            exists, e.g. a mean over one family).
         n: what the value is computed over (``unit`` says of what).
         unit: ``probes``, ``procedures``, ``recalled``, ``floors`` or ``calls``.
         estimate: the value comes from the replay rule, not a measurement.
+        kind: ``proportion``, ``mean``, ``ratio`` or ``count``: it decides the interval.
+        method: how the interval was made (``wilson``, ``wilson-deff``, ``cluster-bootstrap``,
+            ``cluster-t``, ``none``; ``unavailable`` where it could not be).
+        n_families: the task families the units fall in (None: the units are not clustered,
+            e.g. procedures).
+        design_effect: proportions: the Kish design effect n was divided by.
+        note: why the value or interval is missing, when it is.
     """
 
     name: str
@@ -155,6 +194,11 @@ class KPI:
     n: int
     unit: str
     estimate: bool = False
+    kind: KPIKind = "count"
+    method: str = "none"
+    n_families: int | None = None
+    design_effect: float | None = None
+    note: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready."""
@@ -162,11 +206,12 @@ class KPI:
 
     def __str__(self) -> str:
         if self.value is None:
-            return f"{self.name}: n/a (n=0)"
+            return f"{self.name}: n/a (n={self.n}{'; ' + self.note if self.note else ''})"
         ci = f" [{self.lo:.3f}, {self.hi:.3f}]" if self.lo is not None and self.hi is not None \
             else ""
+        fams = f", {self.n_families} families" if self.n_families is not None else ""
         tag = " (estimate)" if self.estimate else ""
-        return f"{self.name}: {self.value:.3f}{ci} n={self.n} {self.unit}{tag}"
+        return f"{self.name}: {self.value:.3f}{ci} n={self.n} {self.unit}{fams}{tag}"
 
 
 def bootstrap_interval(units: Sequence[T], stat: Callable[[list[T]], float | None], *,
@@ -208,19 +253,175 @@ def _mean(xs: list[float]) -> float | None:
     return float(np.mean(xs)) if xs else None
 
 
-def _kpi(name: str, units: Sequence[T], stat: Callable[[list[T]], float | None], *,
-         unit: str, clusters: Sequence[Hashable] | None = None, n: int | None = None,
-         estimate: bool = False, seed: int, n_boot: int) -> KPI:
-    lo, hi = bootstrap_interval(units, stat, clusters=clusters, n_boot=n_boot, seed=seed)
-    return KPI(name, stat(list(units)), lo, hi, len(units) if n is None else n, unit, estimate)
+def _z(level: float) -> float:
+    return NormalDist().inv_cdf(1.0 - (1.0 - level) / 2.0)
+
+
+def wilson_interval(successes: float, n: float, *, level: float = 0.95
+                    ) -> tuple[float | None, float | None]:
+    """Wilson score interval of a proportion; ``successes`` and ``n`` may be fractional (an
+    effective sample size). Unlike the normal approximation it has width at 0 of n and n of
+    n, and its coverage stays near nominal at small n."""
+    if n <= 0:
+        return None, None
+    z = _z(level)
+    p = min(max(successes / n, 0.0), 1.0)
+    den = 1.0 + z * z / n
+    centre = (p + z * z / (2.0 * n)) / den
+    half = z * math.sqrt(p * (1.0 - p) / n + z * z / (4.0 * n * n)) / den
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _groups(values: Sequence[float], clusters: Sequence[Hashable]) -> list[list[float]]:
+    if len(values) != len(clusters):
+        raise EvaluationError(f"{len(values)} values but {len(clusters)} cluster keys")
+    g: dict[Hashable, list[float]] = defaultdict(list)
+    for v, k in zip(values, clusters, strict=True):
+        g[k].append(float(v))
+    return list(g.values())
+
+
+def design_effect(values: Sequence[float], clusters: Sequence[Hashable] | None
+                  ) -> tuple[float, float | None]:
+    """Kish's design effect ``1 + (m* - 1) * ICC`` of clustered values and the ICC used.
+
+    ``m*`` is sum(m_g^2) / n (the size-weighted cluster size; the mean size when sizes are
+    equal). The ICC is the one-way ANOVA estimate, clipped to [0, 1] so the effect is never
+    below 1. Where it cannot be estimated (one cluster; no variation at all) it is taken as
+    1: the units of a family are then counted as one observation, the conservative reading
+    (and the true one for family-level outcomes such as "a procedure exists"). Unclustered
+    or singleton clusters: 1.0 and no ICC.
+    """
+    if clusters is None or not values:
+        return 1.0, None
+    groups = _groups(values, clusters)
+    n, g = len(values), len(groups)
+    if g == n:
+        return 1.0, None
+    m_star = sum(len(x) ** 2 for x in groups) / n
+    icc = 1.0
+    if g > 1:
+        grand = float(np.mean(values))
+        msb = sum(len(x) * (float(np.mean(x)) - grand) ** 2 for x in groups) / (g - 1)
+        msw = sum(float(np.sum((np.asarray(x) - np.mean(x)) ** 2)) for x in groups) / (n - g)
+        m0 = (n - m_star) / (g - 1)
+        den = msb + (m0 - 1.0) * msw
+        if den > 1e-12:
+            icc = min(max((msb - msw) / den, 0.0), 1.0)
+    return 1.0 + (m_star - 1.0) * icc, icc
+
+
+def cluster_t_interval(values: Sequence[float], clusters: Sequence[Hashable], *,
+                       level: float = 0.95) -> tuple[float | None, float | None]:
+    """The mean's t interval with a cluster-robust (CR1) standard error and G - 1 degrees
+    of freedom, G the number of clusters: for few clusters, where a percentile bootstrap has
+    too few distinct resamples to cover. With equal cluster sizes it is the t interval of
+    the cluster means. None with fewer than two clusters (no variance can be estimated)."""
+    groups = _groups(values, clusters)
+    g, n = len(groups), len(values)
+    if g < 2:
+        return None, None
+    from scipy.stats import t as student_t
+
+    mean = float(np.mean(values))
+    sums = [sum(v - mean for v in x) for x in groups]
+    se = math.sqrt(g / (g - 1) * sum(s * s for s in sums)) / n
+    half = float(student_t.ppf(1.0 - (1.0 - level) / 2.0, g - 1)) * se
+    return mean - half, mean + half
+
+
+def proportion_kpi(name: str, values: Sequence[float], *, unit: str,
+                   clusters: Sequence[Hashable] | None = None, estimate: bool = False,
+                   level: float = 0.95) -> KPI:
+    """A share (each value in [0, 1]: an outcome, or one probe's success rate over its
+    repeats) with a Wilson interval on n / design effect (:func:`design_effect`)."""
+    vals = [float(v) for v in values]
+    fams = len(set(clusters)) if clusters is not None else None
+    if not vals:
+        return KPI(name, None, None, None, 0, unit, estimate, "proportion", "none", fams)
+    deff, _ = design_effect(vals, clusters)
+    p = float(np.mean(vals))
+    lo, hi = wilson_interval(p * len(vals) / deff, len(vals) / deff, level=level)
+    return KPI(name, p, lo, hi, len(vals), unit, estimate, "proportion",
+               "wilson" if deff == 1.0 else "wilson-deff", fams, round(deff, 4))
+
+
+def mean_kpi(name: str, values: Sequence[float], *, unit: str, clusters: Sequence[Hashable],
+             estimate: bool = False, seed: int = 0, n_boot: int = N_BOOT,
+             level: float = 0.95) -> KPI:
+    """A mean of per-probe figures: a cluster bootstrap with :data:`MIN_FAMILIES` families
+    or more, a cluster-level t interval with fewer, no interval with one family (a
+    resample of one family is that family: a zero-width interval says nothing)."""
+    vals = [float(v) for v in values]
+    if not vals:
+        return KPI(name, None, None, None, 0, unit, estimate, "mean", "none", 0)
+    g = len(set(clusters))
+    value = float(np.mean(vals))
+    if g >= MIN_FAMILIES:
+        lo, hi = bootstrap_interval(vals, _mean, clusters=clusters, n_boot=n_boot, seed=seed,
+                                    level=level)
+        method, note = "cluster-bootstrap", ""
+    elif g >= 2:
+        lo, hi = cluster_t_interval(vals, clusters, level=level)
+        method, note = "cluster-t", ""
+    else:
+        lo = hi = None
+        method, note = "unavailable", "one family: no interval"
+    return KPI(name, value, lo, hi, len(vals), unit, estimate, "mean", method, g, note=note)
+
+
+def _excludes_zero(k: KPI) -> bool:
+    return k.lo is not None and k.hi is not None and (k.lo > 0 or k.hi < 0)
+
+
+def oracle_gain_recovered(none: Sequence[float], synthesized: Sequence[float],
+                          oracle: Sequence[float], families: Sequence[Hashable], *,
+                          name: str = "oracle_gain_recovered", unit: str = "probes",
+                          seed: int = 0, n_boot: int = N_BOOT, level: float = 0.95) -> KPI:
+    """(synthesized - none) / (oracle - none): the share of the positive control's gain that
+    synthesis recovers, from per-probe figures of three paired arms (one position per
+    probe in each sequence).
+
+    NOT MEASURED (value None, ``note`` says why) where the denominator's interval
+    (:func:`mean_kpi` of oracle - none) does not exclude 0: a ratio over a gain that may be
+    nothing is no figure. The interval resamples families jointly (all three arms of a
+    family's probes together); with fewer than :data:`MIN_FAMILIES` families the value is
+    given without one.
+    """
+    if not len(none) == len(synthesized) == len(oracle) == len(families):
+        raise EvaluationError("oracle_gain_recovered needs one value per probe in each arm "
+                              f"(got {len(none)}, {len(synthesized)}, {len(oracle)} and "
+                              f"{len(families)} families)")
+    triples = [(float(a), float(b), float(c)) for a, b, c in zip(none, synthesized, oracle,
+                                                                 strict=True)]
+    g = len(set(families))
+    if not triples:
+        return KPI(name, None, None, None, 0, unit, False, "ratio", "none", 0)
+    den = mean_kpi("oracle_minus_none", [c - a for a, _, c in triples], unit=unit,
+                   clusters=families, seed=seed, n_boot=n_boot, level=level)
+    if not _excludes_zero(den):
+        ci = f"[{den.lo:.2f}, {den.hi:.2f}]" if den.lo is not None and den.hi is not None \
+            else "(no interval)"
+        return KPI(name, None, None, None, len(triples), unit, False, "ratio", "none", g,
+                   note=f"not measured: oracle - none {den.value:.2f} {ci} does not "
+                   "exclude 0")
+
+    def ratio(ts: list[tuple[float, float, float]]) -> float | None:
+        d = sum(c - a for a, _, c in ts)
+        return sum(b - a for a, b, _ in ts) / d if d else None
+
+    value = ratio(triples)
+    if g >= MIN_FAMILIES:
+        lo, hi = bootstrap_interval(triples, ratio, clusters=families, n_boot=n_boot,
+                                    seed=seed, level=level)
+        return KPI(name, value, lo, hi, len(triples), unit, False, "ratio",
+                   "cluster-bootstrap", g)
+    return KPI(name, value, None, None, len(triples), unit, False, "ratio", "unavailable", g,
+               note=f"{g} famil{'y' if g == 1 else 'ies'} < {MIN_FAMILIES}: no interval")
 
 
 def _reduction(r: ProbeResult) -> float:
     return (r.steps_recorded - r.steps) / r.steps_recorded
-
-
-def _valid_share(profile: str) -> Callable[[list[ProcedureCheck]], float | None]:
-    return lambda cs: _mean([float(c.valid.get(profile, False)) for c in cs])
 
 
 @dataclass(frozen=True)
@@ -247,7 +448,7 @@ def _live_kpis(live: Sequence[ProbeResult], kw: dict[str, Any]) -> list[KPI]:
 
     With r repeats per arm a probe's arm is summarized first (success rate, mean steps of
     its successful runs, mean prompt tokens), then probes are paired; with r = 1 these are
-    the runs themselves. Intervals resample families.
+    the runs themselves. Intervals cluster by family.
     """
     runs: dict[str, dict[str, list[ProbeResult]]] = defaultdict(lambda: defaultdict(list))
     for r in live:
@@ -259,35 +460,41 @@ def _live_kpis(live: Sequence[ProbeResult], kw: dict[str, Any]) -> list[KPI]:
     toks = [(b, m) for b, m in pairs if b.prompt_tokens and m.prompt_tokens is not None]
     Pairs = list[tuple[_Arm, _Arm]]
 
-    def reduction(ps: Pairs) -> float | None:
-        return _mean([(b.steps_ok - m.steps_ok) / b.steps_ok for b, m in ps])  # type: ignore[operator]
-
-    def change(ps: Pairs) -> float | None:
-        return _mean([m.success - b.success for b, m in ps])  # type: ignore[operator]
-
-    def worse(ps: Pairs) -> float | None:
-        return _mean([float(m.success < b.success  # type: ignore[operator]
-                            or (m.success == b.success and b.steps_ok is not None
-                                and m.steps_ok is not None and m.steps_ok > b.steps_ok))
-                      for b, m in ps])
-
-    def token_change(ps: Pairs) -> float | None:
-        return _mean([(m.prompt_tokens - b.prompt_tokens) / b.prompt_tokens  # type: ignore[operator]
-                      for b, m in ps])
-
     def fams(ps: Pairs) -> list[str]:
         return [b.family for b, _ in ps]
 
+    def worse(b: _Arm, m: _Arm) -> bool:
+        return m.success < b.success or (  # type: ignore[operator]
+            m.success == b.success and b.steps_ok is not None and m.steps_ok is not None
+            and m.steps_ok > b.steps_ok)
+
     return [
-        _kpi("live_step_reduction", both_ok, reduction, unit="probes", clusters=fams(both_ok),
-             **kw),
-        _kpi("live_success_change", known, change, unit="probes", clusters=fams(known), **kw),
-        _kpi("live_share_made_worse", known, worse, unit="probes", clusters=fams(known), **kw),
-        _kpi("live_success_no_memory", known, lambda ps: _mean([b.success for b, _ in ps]),  # type: ignore[misc]
-             unit="probes", clusters=fams(known), **kw),
-        _kpi("live_prompt_token_change", toks, token_change, unit="probes",
-             clusters=fams(toks), **kw),
+        mean_kpi("live_step_reduction",
+                 [(b.steps_ok - m.steps_ok) / b.steps_ok for b, m in both_ok],  # type: ignore[operator]
+                 unit="probes", clusters=fams(both_ok), **kw),
+        mean_kpi("live_success_change", [m.success - b.success for b, m in known],  # type: ignore[operator]
+                 unit="probes", clusters=fams(known), **kw),
+        proportion_kpi("live_share_made_worse", [float(worse(b, m)) for b, m in known],
+                       unit="probes", clusters=fams(known)),
+        # with repeats each value is a probe's success rate: still a share in [0, 1]
+        proportion_kpi("live_success_no_memory", [b.success for b, _ in known],  # type: ignore[misc]
+                       unit="probes", clusters=fams(known)),
+        mean_kpi("live_prompt_token_change",
+                 [(m.prompt_tokens - b.prompt_tokens) / b.prompt_tokens  # type: ignore[operator]
+                  for b, m in toks], unit="probes", clusters=fams(toks), **kw),
     ]
+
+
+def _recalled_items(rs: Sequence[ProbeResult]) -> tuple[list[float], list[str]]:
+    """Recall precision's units: one outcome per recalled procedure (right: of the probe's
+    family), clustered by the probe's family."""
+    vals: list[float] = []
+    fams: list[str] = []
+    for r in rs:
+        k = len(r.recalled_ids)
+        vals += [1.0] * r.recalled_right + [0.0] * (k - r.recalled_right)
+        fams += [r.family] * k
+    return vals, fams
 
 
 def point_kpis(rows: Sequence[ProbeResult], procedures: Sequence[ProcedureCheck],
@@ -300,85 +507,77 @@ def point_kpis(rows: Sequence[ProbeResult], procedures: Sequence[ProcedureCheck]
     exercised at this point, e.g. nothing to distil). ``grounded`` holds one flag per
     distillation answer that parsed into a skill: did every tool it requires occur among
     its cluster's calls. ``duplicate_names``: written skills renamed because an active
-    procedure had their name.
+    procedure had their name. Each KPI's kind (and so its interval) is declared here, by
+    the builder that makes it: :func:`proportion_kpi` or :func:`mean_kpi`.
     """
     live = [r for r in rows if r.steps_method == "live"]
     rows = [r for r in rows if r.steps_method != "live"]
     mem = [r for r in rows if r.arm == "memory"]
-    fam = [r.family for r in mem]
     with_steps = [r for r in mem if r.steps_recorded > 0]
     # Replay points label every step KPI an estimate (also probes where nothing was recalled:
     # the comparison is still against the rule); only live-agent steps are measurements.
     est = any(r.steps_method != "live" for r in with_steps)
     kw: dict[str, Any] = {"seed": seed, "n_boot": n_boot}
 
-    def share(pred: Callable[[ProbeResult], bool]) -> Callable[[list[ProbeResult]], float | None]:
-        return lambda rs: _mean([float(pred(r)) for r in rs])
+    def share(name: str, rs: Sequence[ProbeResult], pred: Callable[[ProbeResult], bool],
+              estimate: bool = False) -> KPI:
+        return proportion_kpi(name, [float(pred(r)) for r in rs], unit="probes",
+                              clusters=[r.family for r in rs], estimate=estimate)
 
-    def precision(rs: list[ProbeResult]) -> float | None:
-        n = sum(len(r.recalled_ids) for r in rs)
-        return sum(r.recalled_right for r in rs) / n if n else None
+    def mean(name: str, rs: Sequence[ProbeResult], f: Callable[[ProbeResult], float],
+             estimate: bool = False) -> KPI:
+        return mean_kpi(name, [f(r) for r in rs], unit="probes",
+                        clusters=[r.family for r in rs], estimate=estimate, **kw)
+
+    def precision(name: str, rs: Sequence[ProbeResult]) -> KPI:
+        vals, fams = _recalled_items(rs)
+        return proportion_kpi(name, vals, unit="recalled", clusters=fams)
 
     out = [
-        _kpi("synthesis_fired_rate", mem, share(lambda r: r.family_has_procedure),
-             unit="probes", clusters=fam, **kw),
-        _kpi("recall_hit_rate", mem, share(lambda r: r.recalled_right > 0), unit="probes",
-             clusters=fam, **kw),
-        _kpi("recall_precision", mem, precision, unit="recalled", clusters=fam,
-             n=sum(len(r.recalled_ids) for r in mem), **kw),
-        _kpi("step_reduction", with_steps, lambda rs: _mean([_reduction(r) for r in rs]),
-             unit="probes", clusters=[r.family for r in with_steps], estimate=est, **kw),
-        _kpi("steps_saved", with_steps,
-             lambda rs: _mean([float(r.steps_recorded - r.steps) for r in rs]),
-             unit="probes", clusters=[r.family for r in with_steps], estimate=est, **kw),
-        _kpi("share_made_worse", with_steps, share(lambda r: r.steps > r.steps_recorded),
-             unit="probes", clusters=[r.family for r in with_steps], estimate=est, **kw),
+        share("synthesis_fired_rate", mem, lambda r: r.family_has_procedure),
+        share("recall_hit_rate", mem, lambda r: r.recalled_right > 0),
+        precision("recall_precision", mem),
+        mean("step_reduction", with_steps, _reduction, est),
+        mean("steps_saved", with_steps, lambda r: float(r.steps_recorded - r.steps), est),
+        share("share_made_worse", with_steps, lambda r: r.steps > r.steps_recorded, est),
     ]
     # where recall's tau can sit under the point's recall key: right vs best wrong
     both = [r for r in mem if r.best_right_score is not None and r.best_wrong_score is not None]
     out += [
-        _kpi("recall_separation", both, lambda rs: _mean(
-            [float(r.best_right_score - r.best_wrong_score) for r in rs]),  # type: ignore[operator]
-            unit="probes", clusters=[r.family for r in both], **kw),
-        _kpi("right_above_wrong", both, share(
-            lambda r: r.best_right_score > r.best_wrong_score),  # type: ignore[operator]
-            unit="probes", clusters=[r.family for r in both], **kw),
+        mean("recall_separation", both,
+             lambda r: float(r.best_right_score - r.best_wrong_score)),  # type: ignore[operator]
+        share("right_above_wrong", both,
+              lambda r: r.best_right_score > r.best_wrong_score),  # type: ignore[operator]
     ]
     # probes whose own task was in their history (another attempt at it) say little about
     # new goals: where some were, the recall and step KPIs again over the others only
     if any(r.seen_task for r in mem) and not all(r.seen_task for r in mem):
         new = [r for r in mem if r.seen_task is False]
-        new_steps = [r for r in new if r.steps_recorded > 0]
         out += [
-            _kpi("recall_hit_rate_unseen_task", new, share(lambda r: r.recalled_right > 0),
-                 unit="probes", clusters=[r.family for r in new], **kw),
-            _kpi("recall_precision_unseen_task", new, precision, unit="recalled",
-                 clusters=[r.family for r in new], n=sum(len(r.recalled_ids) for r in new),
-                 **kw),
-            _kpi("step_reduction_unseen_task", new_steps,
-                 lambda rs: _mean([_reduction(r) for r in rs]), unit="probes",
-                 clusters=[r.family for r in new_steps], estimate=est, **kw),
+            share("recall_hit_rate_unseen_task", new, lambda r: r.recalled_right > 0),
+            precision("recall_precision_unseen_task", new),
+            mean("step_reduction_unseen_task", [r for r in new if r.steps_recorded > 0],
+                 _reduction, est),
         ]
     if live:
         out += _live_kpis(live, kw)
         # the replay estimate on exactly the probes that ran live, to read beside them
-        same = [r for r in with_steps if r.probe_session in {x.probe_session for x in live}]
-        out.append(_kpi("step_reduction_live_probes", same,
-                        lambda rs: _mean([_reduction(r) for r in rs]), unit="probes",
-                        clusters=[r.family for r in same], estimate=est, **kw))
+        ran = {x.probe_session for x in live}
+        out.append(mean("step_reduction_live_probes",
+                        [r for r in with_steps if r.probe_session in ran], _reduction, est))
+    # procedures, answers and floors are not clustered: each is its own unit
     for profile in PROFILES:
-        out.append(_kpi(f"validity_{profile}", procedures, _valid_share(profile),
-                        unit="procedures", **kw))
-    out.append(_kpi("provenance_integrity", procedures,
-                    lambda cs: _mean([float(c.provenance_ok) for c in cs]),
-                    unit="procedures", **kw))
-    out.append(_kpi("grounded_tools_rate", list(grounded),
-                    lambda xs: _mean([float(x) for x in xs]), unit="answers", **kw))
+        out.append(proportion_kpi(f"validity_{profile}",
+                                  [float(c.valid.get(profile, False)) for c in procedures],
+                                  unit="procedures"))
+    out.append(proportion_kpi("provenance_integrity",
+                              [float(c.provenance_ok) for c in procedures], unit="procedures"))
+    out.append(proportion_kpi("grounded_tools_rate", [float(x) for x in grounded],
+                              unit="answers"))
     out.append(KPI("duplicate_name_count", float(duplicate_names), None, None,
                    sum(grounded), "skills"))
     exercised = [ok for ok in floors.values() if ok is not None]
-    out.append(_kpi("floors_behaved", exercised, lambda xs: _mean([float(x) for x in xs]),
-                    unit="floors", **kw))
+    out.append(proportion_kpi("floors_behaved", [float(x) for x in exercised], unit="floors"))
     out.append(KPI("llm_calls", float(llm_calls), None, None, llm_calls + cache_hits, "calls"))
     lookups = llm_calls + cache_hits
     out.append(KPI("cache_hit_rate", cache_hits / lookups if lookups else None, None, None,

@@ -10,7 +10,9 @@ A baseline (``eval/baselines/NAME.json``) is committed KPI values with tolerance
 Each entry applies to every point whose parameters (and protocol settings) include
 ``match``. :func:`gate` fails a run when format validity is below 100%, a floor
 misbehaved, or a KPI is worse than its baseline by more than the tolerance; with
-``verdict``, also when a #887 criterion's verdict is FAIL.
+``verdict``, also when a #887 criterion's verdict is FAIL. An INCONCLUSIVE or INSENSITIVE
+criterion does not fail the gate (it is evidence of nothing, either way) but its check is
+marked ``warn`` so it is printed on every run, with its reason.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ from ...errors import ConfigError, EvaluationError
 from ...pipeline.skill import PROFILES
 from ..point.options import PointOptions
 from ..sweeps.spec import PROTOCOL_KEYS
+from .verdict import UNDECIDED, verdict_points
 from .verdict import verdict as verdict_rows
-from .verdict import verdict_points
 
 __all__ = ["PARAMS", "PROTOCOL_DEFAULTS", "GateCheck", "gate", "gate_checks", "write_baseline"]
 
@@ -37,13 +39,15 @@ PARAMS = ("similarity_tau", "min_occurrences", "max_recall_body_chars")
 
 @dataclass(frozen=True)
 class GateCheck:
-    """One check of :func:`gate`."""
+    """One check of :func:`gate`. ``warn``: passed without deciding anything (a verdict
+    row INCONCLUSIVE or INSENSITIVE): to be shown even when passes are not."""
 
     point: str
     check: str
     value: float | None
     required: str
     ok: bool
+    warn: bool = False
 
 
 def _load_baseline(path: str | Path) -> dict[str, Any]:
@@ -83,16 +87,18 @@ def gate(run_dir: str | Path, baseline: str | Path | None = None, *,
 
     ``verdict``: also hold the report's verdict table: each #887 criterion at the
     recommended point and at GAIA's defaults fails the gate when its status is FAIL
-    (INCONCLUSIVE and NOT MEASURED pass, and say so in ``required``).
+    (INCONCLUSIVE, INSENSITIVE and NOT MEASURED pass, and say so and why in ``required``;
+    the first two are marked ``warn``).
     """
     summary = json.loads((Path(run_dir) / "summary.json").read_text(encoding="utf-8"))
     checks = gate_checks(summary, baseline)
     if verdict:
         for label, pt in verdict_points(summary["points"]):
             for row in verdict_rows(pt):
+                why = f" ({row.why})" if row.why else ""
                 checks.append(GateCheck(pt["id"], f"verdict ({label}): {row.criterion}",
-                                        row.value, f"{row.target}; status {row.status}",
-                                        row.status != "FAIL"))
+                                        row.value, f"{row.target}; status {row.status}{why}",
+                                        row.status != "FAIL", row.status in UNDECIDED))
     return checks
 
 

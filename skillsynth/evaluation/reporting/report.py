@@ -19,6 +19,7 @@ import pandas as pd
 from ...errors import EvaluationError
 from ...pipeline.skill import PROFILES
 from .gate import PARAMS, PROTOCOL_DEFAULTS, GateCheck, gate, gate_checks, write_baseline
+from .metrics import MIN_FAMILIES
 
 __all__ = [
     "GateCheck",
@@ -59,7 +60,8 @@ class Run:
         path: the run folder.
         summary: its ``summary.json``.
         points: one row per finished point: strategy, parameters, ``<kpi>``, ``<kpi>_lo``,
-            ``<kpi>_hi``, ``<kpi>_n`` and ``<kpi>_estimate`` columns.
+            ``<kpi>_hi``, ``<kpi>_n``, ``<kpi>_estimate``, ``<kpi>_families`` and
+            ``<kpi>_method`` columns (the last two None for runs written before them).
         rows: the per-probe results of every point (``results.jsonl``).
         similarity: same- and different-family goal similarities (may be empty).
     """
@@ -91,6 +93,8 @@ def load_run(run_dir: str | Path) -> Run:
         for name, k in pt["kpis"].items():
             rec[name], rec[f"{name}_lo"], rec[f"{name}_hi"] = k["value"], k["lo"], k["hi"]
             rec[f"{name}_n"], rec[f"{name}_estimate"] = k["n"], k["estimate"]
+            rec[f"{name}_families"], rec[f"{name}_method"] = k.get("n_families"), \
+                k.get("method")
         rec["floors_failed"] = ",".join(f for f, ok in pt["floors"].items() if ok is False)
         recs.append(rec)
     points = pd.DataFrame(recs)
@@ -102,12 +106,15 @@ def load_run(run_dir: str | Path) -> Run:
     return Run(p, summary, points, rows, sim)
 
 
-def _fmt(value: Any, lo: Any, hi: Any, n: Any, estimate: Any = False) -> str:
+def _fmt(value: Any, lo: Any, hi: Any, n: Any, estimate: Any = False,
+         families: Any = None) -> str:
     if value is None or (isinstance(value, float) and np.isnan(value)):
         return f"n/a (n={0 if pd.isna(n) else int(n)})"
     ci = "" if lo is None or (isinstance(lo, float) and np.isnan(lo)) else \
         f" [{lo:.2f}, {hi:.2f}]"
-    return f"{value:.2f}{ci} n={int(n)}{' est.' if estimate else ''}"
+    fams = "" if families is None or pd.isna(families) else \
+        f" ({int(families)} famil{'y' if int(families) == 1 else 'ies'})"
+    return f"{value:.2f}{ci} n={int(n)}{fams}{' est.' if estimate else ''}"
 
 
 def describe_run(run: Run) -> str:
@@ -127,8 +134,10 @@ def describe_run(run: Run) -> str:
             f"`{versions.get('embedder')}`; distill prompt `{versions.get('distill_prompt')}`, "
             f"replay rule `{versions.get('replay_rule')}`, skillsynth "
             f"{versions.get('skillsynth')}.  \n"
-            "Intervals: 95% cluster bootstrap over task families. *est.* marks replay "
-            "estimates (METHODS.md).")
+            "Intervals (95%, clustered by task family): Wilson on the effective sample "
+            "size for shares, cluster bootstrap for means (cluster-level t below "
+            f"{MIN_FAMILIES} families, none for one). *est.* marks replay estimates "
+            "(METHODS.md 5).")
 
 
 _LIVE_COLS = ("point", "task_id", "arm", "repeat", "recalled", "steps", "failed_calls",
@@ -156,8 +165,9 @@ def live_runs_table(run: Run) -> pd.DataFrame:
 def verdict_table(run: Run) -> pd.DataFrame:
     """#887's acceptance criteria for the recommended point and for GAIA's defaults.
 
-    One row per (configuration, criterion): target, measured value with interval and n,
-    PASS / FAIL / INCONCLUSIVE / NOT MEASURED, and what the figure is based on.
+    One row per (configuration, criterion): target, measured value with interval, n and
+    families, PASS / FAIL / INCONCLUSIVE / INSENSITIVE / NOT MEASURED and why, and what the
+    figure is based on.
     """
     from .verdict import verdict, verdict_points
 
@@ -167,9 +177,11 @@ def verdict_table(run: Run) -> pd.DataFrame:
             recs.append({"configuration": f"{label}: {pt['id']}", "criterion": row.criterion,
                          "status": row.status,
                          "measured": _fmt(row.value, row.lo, row.hi, row.n,
-                                          row.basis == "replay estimate"),
-                         "target": row.target, "basis": row.basis, "note": row.note})
-    cols = ["configuration", "criterion", "status", "measured", "target", "basis", "note"]
+                                          row.basis == "replay estimate", row.n_families),
+                         "why": row.why, "target": row.target, "basis": row.basis,
+                         "note": row.note})
+    cols = ["configuration", "criterion", "status", "measured", "why", "target", "basis",
+            "note"]
     return pd.DataFrame(recs, columns=cols)
 
 

@@ -1,11 +1,14 @@
 """The verdict: #887's acceptance criteria, each against its target, for one point.
 
 A maintainer reads one table: each KPI of GAIA's #887 design with its target, the measured
-value with its interval and n, and PASS, FAIL or INCONCLUSIVE (the interval spans the
-target), or NOT MEASURED (n = 0). Tool-step reduction is the live measurement where the
-point has one, else the replay estimate, labelled so. The recommended configuration is the
-skillsynth point with the best step reduction that loses no success (ties: fewer probes
-made worse); GAIA's defaults are the point at GAIA's shipped thresholds, when run.
+value with its interval and n, and PASS, FAIL, INCONCLUSIVE (too few families, no
+interval, or an interval that holds both a passing and a failing value: :func:`judge`),
+INSENSITIVE (the positive control did not separate from no memory, so the instrument
+could not have shown an effect: :func:`control_check`) or NOT MEASURED (n = 0). Tool-step
+reduction is the live measurement where the point has one, else the replay estimate,
+labelled so. The recommended configuration is the skillsynth point with the best step
+reduction that loses no success (ties: fewer probes made worse); GAIA's defaults are the
+point at GAIA's shipped thresholds, when run.
 """
 
 from __future__ import annotations
@@ -14,18 +17,31 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from .metrics import MIN_FAMILIES
+
 __all__ = [
+    "CONTROLS",
     "GAIA_DEFAULTS",
+    "UNDECIDED",
     "Status",
     "VerdictRow",
     "adoptable",
+    "control_check",
     "gaia_default_point",
+    "judge",
     "recommend",
     "verdict",
     "verdict_points",
 ]
 
-Status = Literal["PASS", "FAIL", "INCONCLUSIVE", "NOT MEASURED"]
+Status = Literal["PASS", "FAIL", "INCONCLUSIVE", "INSENSITIVE", "NOT MEASURED"]
+#: Statuses that decide nothing either way: the gate passes them and prints them loudly.
+UNDECIDED: frozenset[str] = frozenset({"INCONCLUSIVE", "INSENSITIVE"})
+#: The positive control each effect row needs, by basis: the oracle arm minus the
+#: no-memory arm, paired per probe (KPIs written by the control arms; absent before them).
+CONTROLS = {"live steps": "live_sensitivity_steps",
+            "replay steps": "replay_sensitivity_steps",
+            "live success": "live_sensitivity_success"}
 #: GAIA's shipped synthesis settings (#887): the point a maintainer compares against.
 GAIA_DEFAULTS = {"similarity_tau": 0.82, "min_occurrences": 3, "max_recall_body_chars": 1500}
 
@@ -39,9 +55,13 @@ class VerdictRow:
         target: what it must reach, in words.
         kpi: the skillsynth KPI measured for it.
         value, lo, hi, n: the measurement (None when not measured).
-        status: PASS, FAIL, INCONCLUSIVE (the interval spans the target) or NOT MEASURED.
+        status: PASS, FAIL, INCONCLUSIVE, INSENSITIVE or NOT MEASURED (module docstring).
         basis: ``live``, ``replay estimate``, ``checks`` (floors, validity) or ``-``.
-        note: what else to read beside it (e.g. the share of probes made worse).
+        note: what else to read beside it (e.g. the share of probes made worse, the
+            positive control).
+        why: for INCONCLUSIVE, INSENSITIVE and NOT MEASURED, the reason (n, families,
+            the interval and its width, the control).
+        n_families: the task families behind n (None where unknown or unclustered).
     """
 
     criterion: str
@@ -54,6 +74,8 @@ class VerdictRow:
     status: Status
     basis: str
     note: str = ""
+    why: str = ""
+    n_families: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready."""
@@ -71,18 +93,88 @@ def _ran_live(kpis: Mapping[str, Any]) -> bool:
     return bool(_k(kpis, "live_success_change")[3] or _k(kpis, "live_step_reduction")[3])
 
 
-def _above(value: float | None, lo: float | None, hi: float | None, n: int, target: float, *,
-           strict: bool) -> Status:
-    """PASS when the interval clears the target, FAIL when it lies on the wrong side."""
+def _plural(n: int) -> str:
+    return f"{n} famil{'y' if n == 1 else 'ies'}"
+
+
+def _too_few(k: Mapping[str, Any]) -> str:
+    """Why a KPI is too small to decide anything, or "". Its families where the KPI says
+    (``n_families``); a run written before that field: n, an upper bound on them."""
+    fams = k.get("n_families")
+    if fams is not None:
+        return f"{_plural(int(fams))} < {MIN_FAMILIES}" if fams < MIN_FAMILIES else ""
+    n = int(k.get("n") or 0)
+    return f"n={n} < {MIN_FAMILIES} (families not recorded)" if n < MIN_FAMILIES else ""
+
+
+def _ci(lo: float | None, hi: float | None) -> str:
+    if lo is None or hi is None:
+        return "(no interval)"
+    return f"[{lo:.2f}, {hi:.2f}] (width {hi - lo:.2f})"
+
+
+def judge(kpi: Mapping[str, Any] | None, target: float, *, strict: bool) -> tuple[Status, str]:
+    """The one rule for a criterion read off an interval: the status and why.
+
+    NOT MEASURED: no value or n = 0. INCONCLUSIVE: fewer than
+    :data:`~skillsynth.evaluation.metrics.MIN_FAMILIES` families (too few for any interval
+    to be trusted), no interval, or an interval holding both a passing and a failing
+    value. PASS: every value in the interval passes (above the target; at it too unless
+    ``strict``); FAIL: every value fails.
+    """
+    k = kpi or {}
+    value, lo, hi, n = k.get("value"), k.get("lo"), k.get("hi"), int(k.get("n") or 0)
     if value is None or n == 0:
-        return "NOT MEASURED"
-    lo = value if lo is None else lo
-    hi = value if hi is None else hi
+        return "NOT MEASURED", k.get("note") or "n=0"
+    few = _too_few(k)
+    if few:
+        return "INCONCLUSIVE", f"{few}: too few to decide; n={n}, interval {_ci(lo, hi)}"
+    if lo is None or hi is None:
+        return "INCONCLUSIVE", f"no interval (n={n})"
     if lo > target or (not strict and lo >= target):
-        return "PASS"
+        return "PASS", ""
     if hi < target or (strict and hi <= target):
-        return "FAIL"
-    return "INCONCLUSIVE"
+        return "FAIL", ""
+    return "INCONCLUSIVE", (f"interval {_ci(lo, hi)} holds passing and failing values for "
+                            f"the target {'>' if strict else '>='} {target:g}; n={n}")
+
+
+def control_check(kpis: Mapping[str, Any], name: str) -> tuple[bool | None, str]:
+    """Could the instrument see an effect? The positive control ``name`` (oracle minus no
+    memory, paired) separates from none when its interval excludes 0, either side, over
+    enough families (:func:`judge`'s minimum). None: the control was not run (no such KPI).
+    """
+    k = kpis.get(name)
+    if not k:
+        return None, f"positive control not run ({name} absent)"
+    value, lo, hi, n = k.get("value"), k.get("lo"), k.get("hi"), int(k.get("n") or 0)
+    if value is None or n == 0:
+        return False, f"positive control {name} not measured (n={n})"
+    shown = f"{name} {value:.2f} {_ci(lo, hi)} n={n}"
+    few = _too_few(k)
+    if few:
+        return False, f"positive control {shown}: {few}"
+    if lo is None or hi is None or lo <= 0 <= hi:
+        return False, f"positive control {shown} does not separate from none"
+    return True, f"positive control {shown} separates from none"
+
+
+def _row(criterion: str, target: str, kpis: Mapping[str, Any], name: str, threshold: float,
+         *, strict: bool, basis: str, note: str = "", control: str | None = None
+         ) -> VerdictRow:
+    """A criterion judged on ``name``'s interval, then against its positive control."""
+    k = kpis.get(name) or {}
+    v, lo, hi, n = _k(kpis, name)
+    status, why = judge(k, threshold, strict=strict)
+    if control is not None and status != "NOT MEASURED":
+        sep, said = control_check(kpis, control)
+        if sep is False:
+            why = said + (f"; otherwise {status}" + (f" ({why})" if why else ""))
+            status = "INSENSITIVE"
+        else:
+            note = f"{note}; {said}" if note else said
+    return VerdictRow(criterion, target, name, v, lo, hi, n, status, basis, note, why,
+                      k.get("n_families"))
 
 
 def _all(value: float | None, n: int) -> Status:
@@ -95,29 +187,28 @@ def verdict(point: Mapping[str, Any]) -> list[VerdictRow]:
     """#887's criteria at one point of a sweep summary (``summary.json``'s ``points``)."""
     kpis = point["kpis"]
     rows: list[VerdictRow] = []
-    v, lo, hi, n = _k(kpis, "synthesis_fired_rate")
-    rows.append(VerdictRow("Auto-synthesis fires", "a procedure exists for families with >= 3 "
-                           "similar successes (share of probes > 0)", "synthesis_fired_rate",
-                           v, lo, hi, n, _above(v, lo, hi, n, 0.0, strict=True), "replay"))
+    rows.append(_row("Auto-synthesis fires", "a procedure exists for families with >= 3 "
+                     "similar successes (share of probes > 0)", kpis, "synthesis_fired_rate",
+                     0.0, strict=True, basis="replay"))
     has_live = _ran_live(kpis)
     worse_name = "live_share_made_worse" if has_live else "share_made_worse"
     w = _k(kpis, worse_name)
     worse_note = f"{worse_name} {w[0]:.2f} (n={w[3]})" if w[0] is not None else ""
     name, basis = ("live_step_reduction", "live") if has_live else \
         ("step_reduction", "replay estimate")
-    v, lo, hi, n = _k(kpis, name)
     note = worse_note
     est = _k(kpis, "step_reduction_live_probes")
     if has_live and est[0] is not None:
         note += f"; replay estimate on these probes {est[0]:.2f} (n={est[3]})"
-    rows.append(VerdictRow("Tool-step reduction", "the 4th attempt uses fewer tool steps than "
-                           "without memory (reduction > 0)", name, v, lo, hi, n,
-                           _above(v, lo, hi, n, 0.0, strict=True), basis, note))
-    v, lo, hi, n = _k(kpis, "live_success_change")
-    rows.append(VerdictRow("No harm", "memory never lowers the success rate (change >= 0)",
-                           "live_success_change", v, lo, hi, n,
-                           _above(v, lo, hi, n, 0.0, strict=False), "live" if n else "-",
-                           worse_note if has_live else ""))
+    rows.append(_row("Tool-step reduction", "the 4th attempt uses fewer tool steps than "
+                     "without memory (reduction > 0)", kpis, name, 0.0, strict=True,
+                     basis=basis, note=note,
+                     control=CONTROLS["live steps" if has_live else "replay steps"]))
+    n_change = _k(kpis, "live_success_change")[3]
+    rows.append(_row("No harm", "memory never lowers the success rate (change >= 0)", kpis,
+                     "live_success_change", 0.0, strict=False,
+                     basis="live" if n_change else "-", note=worse_note if has_live else "",
+                     control=CONTROLS["live success"]))
     for profile in ("gaia691", "agentskills"):
         v, lo, hi, n = _k(kpis, f"validity_{profile}")
         rows.append(VerdictRow(f"Format validity ({profile})", "100% of synthesized SKILL.md "
@@ -140,8 +231,9 @@ def verdict(point: Mapping[str, Any]) -> list[VerdictRow]:
     rows.append(VerdictRow("Recall precision", "only above tau; a disabled procedure never",
                            "recall_precision", *p, "NOT MEASURED" if not seen else
                            ("PASS" if all(seen) else "FAIL"), "checks",
-                           "the value is the share of recalled procedures from the probe's "
-                           "own family (informational)"))
+                           "judged by the recall floors; the value is the share of recalled "
+                           "procedures from the probe's own family (informational)",
+                           n_families=(kpis.get("recall_precision") or {}).get("n_families")))
     v, lo, hi, n = _k(kpis, "provenance_integrity")
     rows.append(VerdictRow("Provenance integrity", "every from_sessions id resolves to a "
                            "history session", "provenance_integrity", v, lo, hi, n, _all(v, n),
