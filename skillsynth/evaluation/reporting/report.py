@@ -18,8 +18,8 @@ import pandas as pd
 
 from ...errors import EvaluationError
 from ...pipeline.skill import PROFILES
+from ..point.metrics import MIN_FAMILIES
 from .gate import PARAMS, PROTOCOL_DEFAULTS, GateCheck, gate, gate_checks, write_baseline
-from .metrics import MIN_FAMILIES
 
 __all__ = [
     "GateCheck",

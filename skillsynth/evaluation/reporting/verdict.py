@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from .metrics import MIN_FAMILIES
+from ..point.metrics import MIN_FAMILIES
 
 __all__ = [
     "CONTROLS",
