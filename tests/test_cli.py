@@ -147,3 +147,15 @@ def test_calibrate_refuses_a_corpus_without_labels(tmp_path, capsys):
     # the check runs before any model server starts (--no-recall: no chat model is needed)
     assert main(["calibrate", str(db), "--no-recall", "--no-cache"]) == 1
     assert "calibration needs labels" in capsys.readouterr().err
+
+
+def test_every_command_is_in_the_reference_docs():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "reference.md").read_text(
+        encoding="utf-8")
+    for path, _ in _walk(build_parser()):
+        if path:
+            assert f"skillsynth {' '.join(path)}" in text or (
+                len(path) == 2 and f"skillsynth {path[0]} " in text
+                and path[1] in text), f"`skillsynth {' '.join(path)}` is not in docs/reference.md"
