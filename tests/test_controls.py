@@ -302,3 +302,70 @@ def test_live_controls_on_the_replay_world_give_graded_kpis_and_a_checked_inert_
     assert sum(1 for _, tools in llm.requests if tools) == 12
     assert inert.summary["controls"]["inert"]["live"] == {"identical": 3, "n": 3}
     assert (inert.kpis["inert_identical"].value, inert.kpis["inert_identical"].n) == (1.0, 6)
+
+
+def test_action_matching_agrees_with_tau2s_own_check():
+    from tau2.data_model.message import ToolCall
+    from tau2.data_model.tasks import Action
+
+    gold = {"order_id": "#1", "item_ids": ["a", "b"]}
+    calls = [{}, {"order_id": "#1"}, {"order_id": "#2"}, gold, {**gold, "x": 1},
+             {"order_id": "#1", "item_ids": ["b", "a"]}]
+    for compare in (None, [], ["order_id"]):
+        for name in ("exchange", "return"):
+            for args in calls:
+                theirs = Action(action_id="a", name="exchange", arguments=gold,
+                                compare_args=compare).compare_with_tool_call(
+                    ToolCall(id="c", name=name, arguments=args))
+                ours = action_matches(GoldAction("exchange", gold, None if compare is None
+                                                 else tuple(compare)), name, args)
+                assert ours == theirs, (compare, name, args)
+
+
+def test_an_oracle_in_a_tau2_world_reads_the_worlds_gold_and_descriptions(tmp_path):
+    from skillsynth.evaluation.controls import tool_descriptions
+    from skillsynth.evaluation.worlds import get_world
+
+    world = get_world("tau2:airline")
+    label = _label("p", "airline/12")  # a history the agent generated: no actions in labels
+    gold = GoldSource({"p": label}, {"p": "12"}, world,
+                      tool_descriptions(world.tool_specs()))
+    proc = gold.recall("oracle", "p")
+    steps = [line for line in proc.markdown_body.splitlines() if line[:1].isdigit()]
+    search = "Search for direct flights between two cities on a specific date."
+    assert steps == [
+        "1. Call get_reservation_details: Get the details of a reservation.",
+        f"2. Call search_direct_flight: {search}",
+        f"3. Call search_direct_flight: {search}",
+        "4. Call calculate: Calculate the result of a mathematical expression.",
+        "5. Call update_reservation_baggages: Update the baggage information of a reservation."]
+    assert gold.origin() == "world" and "YAX4DR" not in proc.markdown_body
+
+
+def test_the_positive_control_shows_in_a_live_tau2_world_with_a_perfect_follower(tmp_path):
+    # history generated in tau2:airline (the follower alone explores and stops); probes run
+    # live: with the gold procedure and its arguments the follower does the task
+    from skillsynth.evaluation.live_history import live_history
+    from skillsynth.evaluation.worlds import get_world
+
+    world = get_world("tau2:airline")
+    db = tmp_path / "live.db"
+    live_history(world, FakeProcedureFollower(), db, tasks=["9", "12"], attempts=2,
+                 step_limit=8)
+    cfg = EvalConfig(str(db), strategy="oracle-args", k=1, live=True, world="tau2:airline",
+                     history="live", step_limit=8, policy=False, n_boot=200)
+    res = run_point(cfg, FakeProcedureFollower(), FakeFamilyEmbedder(), tmp_path / "pt")
+    runs = {(r["task_id"], r["arm"]): r for r in
+            map(json.loads, (tmp_path / "pt" / "runs.jsonl").read_text().splitlines())}
+    assert [c[0] for c in runs["9", "memory"]["calls"]] == ["cancel_reservation",
+                                                           "search_direct_flight"]
+    assert runs["9", "memory"]["success"] and not runs["9", "no-memory"]["success"]
+    k = res.kpis
+    assert k["live_gold_actions_matched_memory"].value == 1.0
+    assert k["live_gold_actions_matched_no_memory"].value == 0.0
+    assert (k["live_sensitivity_success"].value, k["live_sensitivity_success"].n) == (1.0, 2)
+    # first state-changing gold call: cancel_reservation (1st), update_reservation_baggages
+    # (5th; calculate is named like a read)
+    assert k["live_calls_to_first_write_memory"].value == 3.0
+    assert res.summary["controls"]["gold_from"] == "world"
+    assert res.summary["controls"]["descriptions"] == "world"

@@ -177,8 +177,9 @@ def register(sub: Any) -> None:
     p.add_argument("out", help="the point's folder (written)")
     p.add_argument("--strategy", default="skillsynth",
                    choices=("skillsynth", "gaia-greedy", "gaia-shipped", "cortexprism", "pheron",
-                            "none"),
-                   help="the procedural-memory design under test")
+                            "none", "oracle", "oracle-args", "mismatched", "inert"),
+                   help="the procedural-memory design under test, or a control arm (oracle, "
+                        "oracle-args, mismatched, inert; see METHODS.md)")
     p.add_argument("--k", type=int, default=3, help="history attempts per family (probe: k+1)")
     p.add_argument("--family", choices=("task", "tools"), default="task",
                    help="family rule: the same task, or tasks with the same state-changing "
