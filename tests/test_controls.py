@@ -13,13 +13,13 @@ from skillsynth.config import Thresholds
 from skillsynth.corpora import SessionLabel
 from skillsynth.errors import ArmSkipped, EvaluationError
 from skillsynth.evaluation import EvalConfig, run_point
+from skillsynth.evaluation.control_checks import inert_check
 from skillsynth.evaluation.controls import (
     GoldAction,
     GoldSource,
     action_matches,
     first_write_at,
     gold_share_matched,
-    inert_check,
     mismatched_session,
     one_line,
     oracle_skill,

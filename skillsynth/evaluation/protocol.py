@@ -47,7 +47,8 @@ from ..pipeline.synthesize import PassReport
 from ..protocols import ChatModel
 from ..store import MemoryStore
 from .agent import AGENT_PROMPT_VERSION
-from .controls import GoldSource, check_gold, control_kpis, controls_summary, gold_source
+from .control_checks import control_kpis, controls_summary
+from .controls import GoldSource, check_gold, gold_source
 from .live import live_rows, live_world
 from .metrics import KPI, N_BOOT, ProbeResult, ProcedureCheck, point_kpis
 from .record import RunRecord, model_of, utc_now
