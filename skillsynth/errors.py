@@ -23,7 +23,8 @@ through untranslated (it is chained with ``raise ... from exc``)::
     ├── EmbedderError            embeddings could not be produced or would be mixed
     ├── PrepareError             a step of ``skillsynth models prepare`` failed (names it)
     └── EvaluationError          an evaluation cannot run as asked (no probe, a finished point)
-        └── WorldError           a tool world is unknown, not installed, or has no such task
+        ├── WorldError           a tool world is unknown, not installed, or has no such task
+        └── ArmSkipped           a control arm has nothing to recall for one probe (counted)
 
 Messages say what happened and what to do next.
 """
@@ -31,6 +32,7 @@ Messages say what happened and what to do next.
 from __future__ import annotations
 
 __all__ = [
+    "ArmSkipped",
     "ConfigError",
     "CorpusError",
     "CorpusFormatError",
@@ -199,3 +201,11 @@ class EvaluationError(SkillsynthError):
 
 class WorldError(EvaluationError):
     """A tool world is unknown, its package is not installed, or it has no such task."""
+
+
+class ArmSkipped(EvaluationError):
+    """A control arm cannot be built for one probe (no gold actions, no other family).
+
+    Raised by a control strategy's recall and caught by the probe's scoring, which leaves
+    the probe out of the point; the reason is counted in the point's summary.
+    """

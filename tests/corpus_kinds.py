@@ -73,3 +73,50 @@ def tiny_corpus(tmp: Path, attempts: int = 4) -> Path:
     with LabelStore(labels_path_for(db), create=True) as ls:
         ls.add(labels)
     return db
+
+
+#: gold_corpus's tasks: goal, then gold actions (tool, arguments) in order.
+GOLD_TASKS = {
+    "invoice": ("find the invoice {i}", (("search_file", {"q": "invoice"}),
+                                         ("read_file", {"path": "inv.pdf"}),
+                                         ("reply", {"to": "ann"}))),
+    "mail": ("answer the mail {i}", (("list_inbox", {"folder": "in"}),
+                                     ("read_file", {"path": "mail.txt"}),
+                                     ("draft_reply", {"to": "bob"}))),
+    "jira": ("check the jira ticket {i}", (("jira_search", {"key": "J-1"}),
+                                           ("read_file", {"path": "j.txt"}))),
+}
+
+
+def gold_corpus(tmp: Path, *, without_gold: tuple[str, ...] = ()) -> Path:
+    """Three tasks x 4 attempts whose labels carry gold actions (tau2-style); worked by hand.
+
+    Attempts 1-3 make exactly the gold calls. The probes (attempt 4):
+    invoice: search_file fails once, then the 3 gold calls (4 calls; the oracle saves 1);
+    mail: the gold calls with read_file repeated (4 calls; the oracle saves 1);
+    jira: the 2 gold calls (nothing to save). Tasks in ``without_gold`` have no actions.
+    """
+    db = tmp / "gold.db"
+    labels = []
+    with MemoryStore.init(db) as s:
+        for attempt in range(1, 5):
+            for task, (goal, gold) in GOLD_TASKS.items():
+                sid = f"{task}-{attempt}"
+                ts = f"2026-01-0{attempt}T10:00:0{len(labels) % 10}.000000+00:00"
+                calls = list(gold)
+                if attempt == 4 and task == "mail":
+                    calls.insert(2, calls[1])
+                with s.transaction():
+                    if attempt == 4 and task == "invoice":
+                        s.log_tool_call(sid, "search_file", gold[0][1], None, False,
+                                        error="timeout", timestamp=ts)
+                    for tool, args in calls:
+                        s.log_tool_call(sid, tool, args, f"{tool} ok", True, timestamp=ts)
+                    s.add_turn(sid, "user", goal.format(i=attempt), timestamp=ts)
+                actions = None if task in without_gold else tuple(
+                    {"name": t, "arguments": a} for t, a in gold)
+                labels.append(SessionLabel(sid, "test", task, attempt, success=True,
+                                           started_at=ts, actions=actions))
+    with LabelStore(labels_path_for(db), create=True) as ls:
+        ls.add(labels)
+    return db

@@ -294,3 +294,32 @@ class FakeScriptedAgent(FakeChatModel):
         name, args = plan[done]
         return FakeAgentAnswer(None, ({"id": f"c{done}", "type": "function", "function": {
             "name": name, "arguments": json.dumps(args)}},))
+
+
+class FakeProcedureFollower(FakeChatModel):
+    """FAKE function-calling chat client that follows a recalled procedure's numbered steps.
+
+    With a ``RECALLED PROCEDURES`` block in the system prompt it calls each step's tool in
+    order (``N. Call <tool>[ with {json}]: ...``) with the step's arguments, or
+    ``{"guess": "?"}`` where the step has none; without one it calls ``explore`` once.
+    Then it answers. Records every request.
+    """
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.requests: list[tuple[list, list]] = []
+
+    def chat(self, messages, *, tools=None, **kw):
+        self.calls += 1
+        self.requests.append((list(messages), tools))
+        system = messages[0]["content"]
+        plan = [(m.group(1), m.group(2) or json.dumps({"guess": "?"}))
+                for m in re.finditer(r"^\d+\. Call ([^\s:]+)(?: with (\{.*\}))?: ", system,
+                                     re.MULTILINE)] \
+            if "RECALLED PROCEDURES" in system else [("explore", "{}")]
+        done = sum(1 for m in messages if m["role"] == "tool")
+        if done >= len(plan):
+            return FakeAgentAnswer("Done.", ())
+        name, args = plan[done]
+        return FakeAgentAnswer(None, ({"id": f"c{done}", "type": "function", "function": {
+            "name": name, "arguments": args}},))

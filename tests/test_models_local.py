@@ -376,6 +376,51 @@ def test_live_smoke_two_tau2_retail_tasks_both_arms(servers, tmp_path):
         assert k.n == 2 and k.value is not None and k.lo is not None and k.hi is not None
 
 
+@pytest.mark.parametrize("arm", ["oracle", "oracle-args", "mismatched", "inert"])
+def test_live_smoke_of_each_control_arm_on_one_tau2_retail_task(servers, tmp_path, arm):
+    # CI's control smoke: tau2 retail task 5 run live by the default model in both arms
+    # (step limit 4) with each control arm as the point's strategy. The oracle arms recall
+    # the task's own gold procedure, mismatched another family's, inert nothing (and its
+    # memory arm must reproduce the no-memory run: greedy decoding, the same seed).
+    from pathlib import Path
+
+    from skillsynth.config import load_thresholds
+    from skillsynth.corpora.importing import import_corpus
+    from skillsynth.evaluation import EvalConfig, run_point
+    from skillsynth.models.serve import EMBED_MODEL_ID
+
+    data = Path(__file__).resolve().parents[1] / "datasets" / "tau2-retail"
+    db = tmp_path / "retail.db"
+    import_corpus("tau2", [data], db, tasks=data / "tasks_retail_HEAD.json.gz")
+    cfg = EvalConfig(str(db), strategy=arm,
+                     thresholds=load_thresholds(None, embedder=EMBED_MODEL_ID), k=1,
+                     live=True, world="tau2:retail", tasks=("5",), step_limit=4,
+                     policy=False, n_boot=200)
+    with ChatClient(servers.chat) as chat, Embedder(servers.embed) as emb:
+        res = run_point(cfg, chat, emb, tmp_path / "point")
+    runs = {r["arm"]: r for r in map(json.loads, (tmp_path / "point" / "runs.jsonl").open())}
+    assert set(runs) == {"no-memory", "memory"} and runs["memory"]["task_id"] == "5"
+    assert all(r["steps"] <= 4 and r["reward"] is not None for r in runs.values())
+    rows = [json.loads(x) for x in (tmp_path / "point" / "results.jsonl").open()]
+    (mem,) = [r for r in rows if r["arm"] == "memory" and r["steps_method"] == "live"]
+    k = res.kpis
+    assert k["live_gold_actions_matched_memory"].n == 1  # task 5 has gold actions
+    if arm == "inert":
+        assert runs["memory"]["recalled_ids"] == [] and mem["prompt_chars"] == 0
+        check = res.summary["controls"]["inert"]
+        assert check["live"]["n"] == 1 and check["replay"]["identical"] == check["replay"]["n"]
+        assert k["inert_identical"].value == 1.0, check["first_divergences"]
+        return
+    assert runs["memory"]["recalled_ids"] == [f"oracle:{arm}:{mem['probe_session']}"]
+    assert mem["prompt_chars"] > 0  # the procedure went into the system prompt
+    assert mem["recalled_right"] == (0 if arm == "mismatched" else 1)
+    assert res.summary["controls"]["gold_from"] == "labels"
+    assert res.summary["controls"]["descriptions"] == "world"
+    if arm != "mismatched":
+        for name in ("replay_sensitivity_steps", "live_sensitivity_success"):
+            assert k[name].n >= 1 and k[name].value is not None, name
+
+
 def test_model_commands_through_main(tmp_path, capsys):
     # every model-facing command once through the command line, at its smallest size
     import signal

@@ -111,12 +111,14 @@ def live_world(cfg: LiveConfig, store: MemoryStore, recorded: Sequence[ToolCall]
 
 def live_rows(cfg: LiveConfig, llm: ChatModel, world: World, task_of: Mapping[str, str],
                replay: Sequence[ProbeResult], recaller: Recaller, th: Thresholds,
-               runs_file: Path, progress: bool, user: ChatModel | None = None
-               ) -> list[ProbeResult]:
+               runs_file: Path, progress: bool, user: ChatModel | None = None,
+               rerun_empty: bool = False) -> list[ProbeResult]:
     """Both arms of every probe under the live agent, ``repeats`` runs each.
 
     One row per probe, arm and repeat (``steps_method`` live); every run's full record
-    (calls, results, answer, the world's score) goes to ``runs_file``.
+    (calls, results, answer, the world's score) goes to ``runs_file``. With nothing
+    recalled the memory arm is the no-memory run, unless ``rerun_empty`` (the inert
+    control: that second run is what its check compares).
     """
     specs, policy = world.tool_specs(), world.policy() if cfg.policy else ""
     solo = cfg.world != "replay"
@@ -125,7 +127,8 @@ def live_rows(cfg: LiveConfig, llm: ChatModel, world: World, task_of: Mapping[st
     with runs_file.open("w", encoding="utf-8") as fh:
         for r in tqdm(todo, desc=f"live {world.name}", leave=False, disable=not progress):
             task_id = task_of[r.probe_session]
-            skills = [skill_from_procedure(h.procedure) for h in recaller(r.goal)]
+            skills = [skill_from_procedure(h.procedure)
+                      for h in recaller(r.goal, r.probe_session)]
             for rep in range(cfg.repeats):
                 temp = 0.0 if cfg.repeats == 1 else cfg.temperature
                 kw: dict[str, Any] = {"tool_specs": specs, "policy": policy, "config": th,
@@ -135,7 +138,8 @@ def live_rows(cfg: LiveConfig, llm: ChatModel, world: World, task_of: Mapping[st
                                  user=_user(user, world, task_id, rep), **kw)
                 # nothing recalled: the memory arm's inputs are the no-memory arm's, so is its run
                 mem = run_agent(llm, world.start(task_id), recalled=skills,
-                                user=_user(user, world, task_id, rep), **kw) if skills else base
+                                user=_user(user, world, task_id, rep), **kw) \
+                    if skills or rerun_empty else base
                 for arm, run, block in (("no-memory", base, ""),
                                         ("memory", mem, inject(skills, th) if skills else "")):
                     fh.write(json.dumps({"probe_session": r.probe_session, "task_id": task_id,

@@ -49,8 +49,9 @@ def _opt(default: Any, doc: str, *, choices: Sequence[str] | None = None,
 class PointOptions:
     """How one evaluation point runs (every field documented in its metadata's ``doc``)."""
 
-    strategy: str = _opt("skillsynth", "the synthesis strategy or peer (a name from "
-                         "skillsynth.evaluation.strategies.STRATEGIES)",
+    strategy: str = _opt("skillsynth", "the procedural-memory design under test (skillsynth, "
+                         "gaia-greedy, gaia-shipped, cortexprism, pheron, none) or a control "
+                         "arm (oracle, oracle-args, mismatched, inert; METHODS.md 2b)",
                          choices=tuple(STRATEGIES), sweep=True)
     k: int = _opt(3, "attempts per family in the history; attempt k+1 is the probe")
     family: FamilyRule = _opt("task", "how sessions form families: task (the same task) or "

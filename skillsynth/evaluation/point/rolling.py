@@ -23,7 +23,7 @@ import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ...config import Thresholds
 from ...corpora.gaiadb import read_gaia_db
@@ -42,6 +42,9 @@ from ..strategies import Strategy
 from .metrics import ProbeResult
 from .scoring import FloorWitness, probe_rows, progress_bar, store_view
 from .split import Split
+
+if TYPE_CHECKING:
+    from .controls import GoldSource
 
 __all__ = ["CADENCE_UNITS", "CadenceUnit", "PassRecord", "Rolling", "replay_order",
            "run_rolling"]
@@ -153,11 +156,13 @@ def run_rolling(corpus: MemoryStore, store: MemoryStore, *, strategy: Strategy,
                 llm: ChatModel, embedder: Embeds, th: Thresholds, split: Split,
                 labels: Mapping[str, SessionLabel], k: int, mode: DistillMode,
                 recall_key: RecallKey, rate: RateDefinition, cadence: int,
-                cadence_unit: CadenceUnit, progress: bool = False) -> Rolling:
+                cadence_unit: CadenceUnit, progress: bool = False,
+                gold: GoldSource | None = None) -> Rolling:
     """Replay ``corpus`` into the empty ``store`` (see the module docstring).
 
     ``split`` supplies the families (scoring only). ``labels`` give order, task ids and,
-    with ``rate: session``, the outcomes the pass qualifies clusters by.
+    with ``rate: session``, the outcomes the pass qualifies clusters by. ``gold``: the
+    point's gold source, handed to the control arms' recall.
 
     Raises:
         EvaluationError: a cadence below 1, a cadence in days over a corpus without real
@@ -172,7 +177,7 @@ def run_rolling(corpus: MemoryStore, store: MemoryStore, *, strategy: Strategy,
                               "times, and this corpus has none (made up or missing); use "
                               "cadence_unit sessions")
     outcomes = {s: x.success for s, x in labels.items() if x.success is not None}
-    view = store_view(store, strategy, embedder, th, recall_key, split)
+    view = store_view(store, strategy, embedder, th, recall_key, split, gold)
     seen: Counter[str] = Counter()
     tasks: set[str] = set()
     reports: list[PassReport] = []
@@ -197,7 +202,7 @@ def run_rolling(corpus: MemoryStore, store: MemoryStore, *, strategy: Strategy,
             took = time.perf_counter() - t0
             assert rep is not None  # a strategy with a method synthesizes
             reports.append(rep)
-            view = store_view(store, strategy, embedder, th, recall_key, split)
+            view = store_view(store, strategy, embedder, th, recall_key, split, gold)
             passes.append(PassRecord(
                 len(passes), pos, rep.status, rep.sessions, rep.qualified, rep.distilled,
                 rep.added, rep.updated, rep.left_for_later,

@@ -46,6 +46,8 @@ from ..live.agent import AGENT_PROMPT_VERSION
 from ..live.user_sim import USER_PROMPT_VERSION
 from ..live.worlds import WORLDS
 from ..strategies import Recaller, Strategy, get_strategy
+from .control_checks import control_kpis, controls_summary
+from .controls import GoldSource, check_gold, gold_source
 from .estimate import RULE
 from .live_arms import live_rows, live_world
 from .metrics import KPI, ProbeResult, ProcedureCheck, point_kpis
@@ -246,6 +248,9 @@ def run_point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out_dir: str | 
                                   "so there is no probe to evaluate")
         with LabelStore(labels_file) as ls:
             labels = {x.session_id: x for x in ls.all()}
+        # gold actions: scoring's (graded live KPIs), and the control arms' declared exception
+        gold = gold_source(cfg, labels, split, out / "skills" / "controls")
+        check_gold(getattr(strategy, "control", None), gold, split)
     history_db = out / "history.db"
     queries = QueryMemo(embedder)  # recall and the score diagnostic share each query
     if cfg.protocol == "rolling":
@@ -257,7 +262,7 @@ def run_point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out_dir: str | 
                 corpus, store, strategy=strategy, llm=llm, embedder=queries, th=th,
                 split=split, labels=labels, k=cfg.k, mode=cfg.mode, recall_key=cfg.recall_key,
                 rate=cfg.rate, cadence=cfg.cadence, cadence_unit=cfg.cadence_unit,
-                progress=progress)
+                progress=progress, gold=gold)
             written = set(store.session_ids())
             checks = _check_procedures(store, split, out, written)
             floors = check_floors(store, strategy, llm, embedder, th, cfg.mode,
@@ -270,7 +275,7 @@ def run_point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out_dir: str | 
     else:
         rows, reports, witness, checks, floors, split_info, live_info = _strict(
             cfg, strategy, llm, embedder, queries, split, labels, history_db, out, progress,
-            user, timings)
+            user, timings, gold)
     floors["recall-threshold-and-state"] = witness.recall_ok if any(
         r.recalled_ids for r in rows) else None
     floors["malformed-skipped"] = all(r.status == "ran" for r in reports) if any(
@@ -283,6 +288,11 @@ def run_point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out_dir: str | 
                           grounded=grounded,
                           duplicate_names=sum(r.duplicate_names for r in reports),
                           seed=cfg.seed, n_boot=cfg.n_boot)
+        runs = _runs(out / "runs.jsonl")
+        control = getattr(strategy, "control", None)
+        extra, inert = control_kpis(control, rows, kpis, runs, gold, seed=cfg.seed,
+                                    n_boot=cfg.n_boot)
+        kpis.update(extra)
     t_report = time.perf_counter()
     with (out / "results.jsonl").open("w", encoding="utf-8") as fh:
         for r in rows:
@@ -306,6 +316,7 @@ def run_point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out_dir: str | 
                                                 if r.steps_method == "live")},
         "procedures": [asdict(c) for c in checks],
         "floors": floors,
+        "controls": controls_summary(control, gold, inert),
         "kpis": {k: v.as_dict() for k, v in kpis.items()},
         "started_at": started, "wall_s": round(time.perf_counter() - t0, 3),
         "timings": timings,
@@ -328,7 +339,7 @@ def run_point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out_dir: str | 
 def _strict(cfg: EvalConfig, strategy: Strategy, llm: ChatModel, embedder: Embeds,
             queries: QueryMemo, split: Split, labels: Mapping[str, SessionLabel],
             history_db: Path, out: Path, progress: bool, user: ChatModel | None,
-            timings: dict[str, float]) -> tuple[list[ProbeResult], list[PassReport], FloorWitness, list[ProcedureCheck],
+            timings: dict[str, float], gold: GoldSource) -> tuple[list[ProbeResult], list[PassReport], FloorWitness, list[ProcedureCheck],
                        dict[str, bool | None], dict[str, Any], dict[str, Any] | None]:
     """One pass over attempts 1..k of every family, then attempt k+1 of each recalled for."""
     th = cfg.thresholds
@@ -348,7 +359,7 @@ def _strict(cfg: EvalConfig, strategy: Strategy, llm: ChatModel, embedder: Embed
             report = strategy.synthesize(store, llm, embedder, th, mode=cfg.mode,
                                          rate=cfg.rate, outcomes=outcomes)
         t_recall = time.perf_counter()
-        view = store_view(store, strategy, queries, th, cfg.recall_key, split)
+        view = store_view(store, strategy, queries, th, cfg.recall_key, split, gold)
         witness = FloorWitness()
         rows: list[ProbeResult] = []
         for p in progress_bar(split.probes, progress, "probes"):
@@ -370,7 +381,8 @@ def _strict(cfg: EvalConfig, strategy: Strategy, llm: ChatModel, embedder: Embed
             world, task_of, live_info = live_world(cfg, store, recorded, probe_calls, labels,
                                                     goals, split)
             rows += live_rows(cfg, llm, world, task_of, rows, view.recaller, th,
-                              out / "runs.jsonl", progress, user)
+                              out / "runs.jsonl", progress, user,
+                              rerun_empty=strategy.runs_empty_memory_arm)
             live_info["user_model"] = (model_of(user) or {}).get("model")
             timings["live"] = round(time.perf_counter() - t_live, 4)
         with _stage(timings, "floors"):
@@ -393,6 +405,14 @@ def _stage(timings: dict[str, float], name: str) -> Iterator[None]:
         yield
     finally:
         timings[name] = round(timings.get(name, 0.0) + time.perf_counter() - t, 4)
+
+
+def _runs(path: Path) -> list[dict[str, Any]]:
+    """A point's live runs (``runs.jsonl``; none for a replay-only point)."""
+    if not path.exists():
+        return []
+    with path.open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
 
 
 def _families_without_probe(split: Split) -> int:

@@ -10,11 +10,12 @@ from __future__ import annotations
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ...config import Thresholds
+from ...errors import ArmSkipped
 from ...models.embed import Embeds, Kind
 from ...pipeline.inject import inject
 from ...pipeline.recall import Recall, RecallIndex, RecallKey, recall_index, skill_from_procedure
@@ -23,6 +24,9 @@ from ..strategies import Recaller, Strategy
 from .estimate import RULE, estimate_steps
 from .metrics import ProbeResult
 from .split import Split, procedure_families
+
+if TYPE_CHECKING:
+    from .controls import GoldSource
 
 __all__ = ["FloorWitness", "QueryMemo", "StoreView", "best_scores", "hits_of", "probe_rows",
            "progress_bar", "store_view"]
@@ -65,12 +69,15 @@ class FloorWitness:
 
 
 def store_view(store: MemoryStore, strategy: Strategy, embedder: Embeds, th: Thresholds,
-               key: RecallKey, split: Split) -> StoreView:
-    """The store's procedures as they are now, seen the way probes are scored."""
+               key: RecallKey, split: Split, gold: GoldSource | None = None) -> StoreView:
+    """The store's procedures as they are now, seen the way probes are scored.
+
+    ``gold``: the point's gold source, handed to the control arms' recall.
+    """
     procs = store.procedures()
     fam_of = {p.id: procedure_families(p, split) for p in procs}
     return StoreView(
-        strategy.recaller(store, embedder, th, key),
+        strategy.recaller(store, embedder, th, key, gold=gold),
         recall_index(store, embedder, key if strategy.recall_kind == "embedding"
                      else "when_to_use"),
         fam_of, {f for p in procs if p.active for f in fam_of[p.id]})
@@ -86,7 +93,15 @@ def probe_rows(strategy: Strategy, th: Thresholds, view: StoreView, embedder: Em
                session_id: str, goal: str, calls: Sequence[ToolCall], family: str,
                success: bool | None, seen_task: bool | None,
                witness: FloorWitness) -> list[ProbeResult]:
-    """The probe's ``no-memory`` and ``memory`` rows (recall, replay estimate, diagnostics)."""
+    """The probe's ``no-memory`` and ``memory`` rows (recall, replay estimate, diagnostics).
+
+    No rows when a control arm has nothing to recall for the probe (the reason is counted).
+    """
+    t1, h0 = time.perf_counter(), hits_of(embedder)
+    try:
+        hits: list[Recall] = view.recaller(goal, session_id)
+    except ArmSkipped:
+        return []
     base = estimate_steps(calls, None)
     common: dict[str, Any] = {
         "strategy": strategy.name, "probe_session": session_id, "family": family,
@@ -94,8 +109,6 @@ def probe_rows(strategy: Strategy, th: Thresholds, view: StoreView, embedder: Em
         "family_has_procedure": family in view.active_fams, "seen_task": seen_task}
     rows = [ProbeResult(arm="no-memory", recalled_ids=(), recalled_scores=(), recalled_right=0,
                         steps=base.baseline, steps_method="recorded", **common)]
-    t1, h0 = time.perf_counter(), hits_of(embedder)
-    hits: list[Recall] = view.recaller(goal)
     right, wrong = best_scores(view.index, embedder, goal, family, view.fam_of)
     witness.observe(goal, hits, strategy, th)
     skills = [skill_from_procedure(h.procedure) for h in hits]
@@ -103,12 +116,19 @@ def probe_rows(strategy: Strategy, th: Thresholds, view: StoreView, embedder: Em
     rows.append(ProbeResult(
         arm="memory", recalled_ids=tuple(h.procedure.id for h in hits),
         recalled_scores=tuple(round(h.score, 6) for h in hits),
-        recalled_right=sum(1 for h in hits if family in view.fam_of.get(h.procedure.id, ())),
+        recalled_right=sum(1 for h in hits if family in _families(view, h)),
         steps=est.estimate, steps_method=RULE if hits else "recorded",
         prompt_chars=len(inject(skills, th)), cache_hits=hits_of(embedder) - h0,
         wall_s=round(time.perf_counter() - t1, 4), best_right_score=right,
         best_wrong_score=wrong, **common))
     return rows
+
+
+def _families(view: StoreView, hit: Recall) -> Sequence[str]:
+    """A recalled procedure's families: from its provenance in the store, else (a control
+    arm's procedure, never stored) the families it names itself."""
+    return view.fam_of.get(hit.procedure.id) or (hit.procedure.provenance or {}).get(
+        "families", ())
 
 
 class QueryMemo:

@@ -20,7 +20,17 @@ cortexprism    one extraction per session with >= 2        embeddings, cosine >=
                into an existing skill at cosine >= 0.78
 pheron         as skillsynth                               keyword overlap, top 3, no tau
 none           nothing                                     nothing (the no-memory arm)
+oracle         nothing                                     the probe task's gold procedure,
+                                                           tool names and descriptions
+oracle-args    nothing                                     the same with the gold arguments
+mismatched     nothing                                     another family's oracle procedure
+inert          as skillsynth                               nothing, and the memory arm still
+                                                           runs (it must equal no-memory)
 =============  ==========================================  ==================================
+
+The last four are control arms (:mod:`skillsynth.evaluation.point.controls`): they recall by the
+probe itself, so a recall function takes the probe's session id beside its goal, and the
+protocol hands a control its point's gold source.
 
 ``pheron`` keeps skillsynth's synthesis so that the comparison isolates the recall method
 (seed 003's keyword matching against vector search). ``gaia-shipped`` needs amd-gaia
@@ -30,9 +40,9 @@ recall is skillsynth's, over the when_to_use vectors GAIA stores in ``procedures
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from ...config import Thresholds
 from ...errors import ConfigError, EvaluationError
@@ -42,14 +52,27 @@ from ...pipeline.distill import PROMPT_VERSION, DistillMode
 from ...pipeline.recall import RECALL_KEYS, Recall, RecallKey, recall, recall_index
 from ...pipeline.synthesize import PassReport, synthesize_skills
 from ...protocols import ChatModel
-from ...store import MemoryStore
+from ...store import MemoryStore, Procedure
 from .gaia_shipped import gaia_distill_prompt_version, gaia_shipped_pass, require_gaia
 from .keyword import KeywordIndex
+
+#: The control arms (METHODS.md 2b; built in :mod:`skillsynth.evaluation.point.controls`).
+ControlKind = Literal["oracle", "oracle-args", "mismatched", "inert"]
+
+
+class ControlSource(Protocol):
+    """Where a control arm's procedure for a probe comes from: the point's gold source
+    (:class:`skillsynth.evaluation.point.controls.GoldSource`)."""
+
+    def recall(self, control: ControlKind, probe: str) -> Procedure: ...
 
 __all__ = [
     "CORTEXPRISM_DEDUP_TAU",
     "PHERON_TOP_K",
     "STRATEGIES",
+    "ControlKind",
+    "ControlSource",
+    "ControlStrategy",
     "GaiaShipped",
     "Recaller",
     "Strategy",
@@ -58,14 +81,26 @@ __all__ = [
 ]
 
 StrategyName = Literal["skillsynth", "gaia-greedy", "gaia-shipped", "cortexprism", "pheron",
-                       "none"]
+                       "none", "oracle", "oracle-args", "mismatched", "inert"]
 #: CortexPrism merges a new extraction into an existing skill at this cosine (seed 002).
 CORTEXPRISM_DEDUP_TAU = 0.78
 #: Pheron adds the top 3 keyword matches to the system prompt (seed 003).
 PHERON_TOP_K = 3
 
-#: A recall function bound to one store's procedures: goal -> recalled, best first.
-Recaller = Callable[[str], list[Recall]]
+
+
+class Recaller(Protocol):
+    """A recall function bound to one store's procedures: goal -> recalled, best first.
+
+    ``session`` is the probe's session id; only the control arms read it (they recall by
+    the probe, not by its goal).
+    """
+
+    def __call__(self, goal: str, session: str | None = None) -> list[Recall]: ...
+
+
+def _nothing(goal: str, session: str | None = None) -> list[Recall]:
+    return []
 
 
 @dataclass(frozen=True)
@@ -76,13 +111,19 @@ class Strategy:
         name: the strategy's name in sweeps and reports.
         method: the clustering method handed to the synthesis pass (None: no synthesis).
         synth_overrides: thresholds the design fixes for synthesis, whatever the sweep sets.
-        recall_kind: ``embedding``, ``keyword`` or ``none``.
+        recall_kind: ``embedding``, ``keyword``, ``none`` or ``control``.
     """
 
     name: str
     method: Method | None
     synth_overrides: Mapping[str, Any]
-    recall_kind: Literal["embedding", "keyword", "none"]
+    recall_kind: Literal["embedding", "keyword", "none", "control"]
+
+    @property
+    def runs_empty_memory_arm(self) -> bool:
+        """Live, run the memory arm even when nothing was recalled (else it is the no-memory
+        run: same inputs, same run)."""
+        return False
 
     def synthesis_config(self, config: Thresholds) -> Thresholds:
         """The thresholds the synthesis pass runs with under this design."""
@@ -127,16 +168,21 @@ class Strategy:
                               f"cannot recall by {key!r}", key="recall_key")
 
     def recaller(self, store: MemoryStore, embedder: Embeds, config: Thresholds,
-                 key: RecallKey = "when_to_use") -> Recaller:
-        """A recall function over the store's active procedures as they are now."""
+                 key: RecallKey = "when_to_use", *, gold: ControlSource | None = None
+                 ) -> Recaller:
+        """A recall function over the store's active procedures as they are now.
+
+        ``gold``: the point's gold source (read by the control arms only).
+        """
         self.check_recall_key(key)
         if self.recall_kind == "none":
-            return lambda goal: []
+            return _nothing
         if self.recall_kind == "keyword":
             kw = KeywordIndex(store.procedures(active_only=True))
-            return lambda goal: kw.search(goal, top_k=PHERON_TOP_K)
+            return lambda goal, session=None: kw.search(goal, top_k=PHERON_TOP_K)
         index = recall_index(store, embedder, key)
-        return lambda goal: recall(store, embedder, goal, config, index=index, touch=False)
+        return lambda goal, session=None: recall(store, embedder, goal, config, index=index,
+                                                 touch=False)
 
 
 @dataclass(frozen=True)
@@ -174,6 +220,45 @@ class GaiaShipped(Strategy):
                                  force=force)
 
 
+@dataclass(frozen=True)
+class ControlStrategy(Strategy):
+    """A control arm: ``oracle``, ``oracle-args``, ``mismatched`` (no synthesis) or
+    ``inert`` (skillsynth's synthesis, recall forced empty)."""
+
+    @property
+    def control(self) -> ControlKind:
+        """Which control this is (its name)."""
+        return self.name  # type: ignore[return-value]
+
+    @property
+    def runs_empty_memory_arm(self) -> bool:
+        """The inert arm runs live with nothing recalled: that run is what is checked."""
+        return self.name == "inert"
+
+    def recaller(self, store: MemoryStore, embedder: Embeds, config: Thresholds,
+                 key: RecallKey = "when_to_use", *, gold: ControlSource | None = None
+                 ) -> Recaller:
+        """Nothing (inert), else the probe's control procedure at rank 1, score 1.0.
+
+        Raises (when called): EvaluationError without a gold source or a probe session.
+        ArmSkipped: the probe has no control procedure (the reason is counted in ``gold``).
+        """
+        self.check_recall_key(key)
+        if self.name == "inert":
+            return _nothing
+        control = self.control
+
+        def recall_for(goal: str, session: str | None = None) -> list[Recall]:
+            if gold is None or session is None:
+                raise EvaluationError(
+                    f"strategy {control} builds each probe's procedure from its gold actions; "
+                    "it recalls inside an evaluation point (run_point), which hands it the "
+                    "probe and the labels")
+            return [Recall(gold.recall(control, session), 1.0)]
+
+        return recall_for
+
+
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
     Strategy("skillsynth", "agglomerative", {}, "embedding"),
     Strategy("gaia-greedy", "gaia-greedy", {}, "embedding"),
@@ -184,6 +269,10 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
               "max_clusters_per_pass": 1_000_000}, "embedding"),
     Strategy("pheron", "agglomerative", {}, "keyword"),
     Strategy("none", None, {}, "none"),
+    ControlStrategy("oracle", None, {}, "control"),
+    ControlStrategy("oracle-args", None, {}, "control"),
+    ControlStrategy("mismatched", None, {}, "control"),
+    ControlStrategy("inert", "agglomerative", {}, "control"),
 )}
 
 

@@ -1,0 +1,257 @@
+"""What a control point checks and adds to its KPIs (the arms: :mod:`.controls`).
+
+The inertness check compares every inert run with its no-memory twin, turn by turn. Graded
+live KPIs see partial progress a binary reward hides: the share of the task's gold actions
+a run executed (tau2's action check), the failed-call rate, and the calls made until the
+first state-changing gold action. A positive control's sensitivity KPIs are the point's own
+step and success KPIs, read under the names a verdict looks for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from .controls import POSITIVE, GoldAction, GoldSource, first_write_at, gold_share_matched
+from .metrics import KPI, N_BOOT, ProbeResult, bootstrap_interval
+
+__all__ = ["SHOW_CHARS", "Divergence", "InertCheck", "control_kpis", "controls_summary",
+           "graded_kpis", "inert_check"]
+
+#: Characters of each side a divergence shows.
+SHOW_CHARS = 300
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """Where an inert run first differs from its no-memory twin.
+
+    ``turn`` is the index into the run's transcript (``len(transcript)`` for the run's
+    ending: termination, tokens, reward); for replay it is 0 (the recalled set, the block
+    and the estimate). Each side is shown as JSON, cut at :data:`SHOW_CHARS`.
+    """
+
+    where: Literal["replay", "live"]
+    probe_session: str
+    repeat: int
+    turn: int
+    no_memory: str
+    inert: str
+
+
+@dataclass(frozen=True)
+class InertCheck:
+    """Every pair of a no-memory run and its inert twin: how many were identical."""
+
+    identical: int
+    n: int
+    replay: tuple[int, int]
+    live: tuple[int, int]
+    divergences: tuple[Divergence, ...]
+
+    @property
+    def share(self) -> float | None:
+        """Share of identical pairs (None without pairs)."""
+        return self.identical / self.n if self.n else None
+
+    def as_dict(self, show: int = 5) -> dict[str, Any]:
+        """JSON-ready (the first ``show`` divergences)."""
+        return {"identical": self.identical, "n": self.n, "share": self.share,
+                "replay": {"identical": self.replay[0], "n": self.replay[1]},
+                "live": {"identical": self.live[0], "n": self.live[1]},
+                "divergences": len(self.divergences),
+                "first_divergences": [dataclasses.asdict(d) for d in self.divergences[:show]]}
+
+
+def _show(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    return text if len(text) <= SHOW_CHARS else text[:SHOW_CHARS] + "..."
+
+
+_REPLAY_FIELDS = ("recalled_ids", "prompt_chars", "steps", "steps_method", "success")
+_END_FIELDS = ("termination", "steps", "failed_calls", "success", "reward", "prompt_tokens",
+               "completion_tokens", "error")
+
+
+def _replay_side(r: ProbeResult) -> dict[str, Any]:
+    d = r.as_dict()
+    return {k: d[k] for k in _REPLAY_FIELDS}
+
+
+def _live_turns(run: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A run as a list of comparable turns: its transcript without timestamps, then its end."""
+    turns = [{k: v for k, v in t.items() if k != "timestamp"} for t in run.get("transcript", [])]
+    return [*turns, {"end": {k: run.get(k) for k in _END_FIELDS}}]
+
+
+def inert_check(rows: Sequence[ProbeResult], runs: Sequence[Mapping[str, Any]]) -> InertCheck:
+    """Compare every inert run with its no-memory twin, turn by turn.
+
+    Replay: per probe, the recalled set, the injected block's length, the step estimate and
+    the outcome. Live: per probe and repeat, every transcript turn (call, arguments,
+    result, answer; not its timestamp), then the run's ending (termination, steps, failed
+    calls, reward, prompt and completion tokens). A difference names the first turn where
+    the two differ.
+    """
+    divs: list[Divergence] = []
+    replay_ok = replay_n = live_ok = live_n = 0
+    by: dict[str, dict[str, ProbeResult]] = defaultdict(dict)
+    for r in rows:
+        if r.steps_method != "live":
+            by[r.probe_session][r.arm] = r
+    for probe, arms in sorted(by.items()):
+        if "no-memory" in arms and "memory" in arms:
+            replay_n += 1
+            a, b = _replay_side(arms["no-memory"]), _replay_side(arms["memory"])
+            if a == b:
+                replay_ok += 1
+            else:
+                divs.append(Divergence("replay", probe, 0, 0, _show(a), _show(b)))
+    pairs: dict[tuple[str, int], dict[str, Mapping[str, Any]]] = defaultdict(dict)
+    for run in runs:
+        pairs[(str(run["probe_session"]), int(run.get("repeat", 0)))][str(run["arm"])] = run
+    for (probe, rep), twins in sorted(pairs.items()):
+        if "no-memory" not in twins or "memory" not in twins:
+            continue
+        live_n += 1
+        ta, tb = _live_turns(twins["no-memory"]), _live_turns(twins["memory"])
+        at = next((i for i, (x, y) in enumerate(zip(ta, tb)) if x != y), None)
+        if at is None and len(ta) != len(tb):
+            at = min(len(ta), len(tb)) - 1  # one run has more turns: the shorter one's end
+        if at is None:
+            live_ok += 1
+        else:
+            divs.append(Divergence("live", probe, rep, at,
+                                   _show(ta[at] if at < len(ta) else None),
+                                   _show(tb[at] if at < len(tb) else None)))
+    return InertCheck(replay_ok + live_ok, replay_n + live_n, (replay_ok, replay_n),
+                      (live_ok, live_n), tuple(divs))
+
+
+# ---------------------------------------------------------------------- KPIs
+def _mean(xs: Sequence[float]) -> float | None:
+    return float(np.mean(xs)) if len(xs) else None
+
+
+def _kpi(name: str, units: Sequence[Any], stat: Callable[[list[Any]], float | None],
+         clusters: Sequence[str], *, unit: str = "probes", seed: int, n_boot: int) -> KPI:
+    lo, hi = bootstrap_interval(units, stat, clusters=clusters, n_boot=n_boot, seed=seed)
+    return KPI(name, stat(list(units)), lo, hi, len(units), unit)
+
+
+@dataclass(frozen=True)
+class _Graded:
+    """One arm of one probe, averaged over its repeats (None: no run measured it)."""
+
+    matched: float | None
+    failed_rate: float | None
+    first_write: float | None
+
+
+def _graded_arm(runs: Sequence[Mapping[str, Any]], gold: Sequence[GoldAction]) -> _Graded:
+    matched, failed, first = [], [], []
+    for run in runs:
+        calls = [(str(c[0]), c[1]) for c in run.get("calls", [])]
+        m = gold_share_matched(gold, calls)
+        if m is not None:
+            matched.append(m)
+        if run.get("steps"):
+            failed.append(run.get("failed_calls", 0) / run["steps"])
+        w = first_write_at(gold, calls)
+        if w is not None:
+            first.append(float(w))
+    return _Graded(_mean(matched), _mean(failed), _mean(first))
+
+
+def graded_kpis(runs: Sequence[Mapping[str, Any]], gold: GoldSource,
+                family_of: Mapping[str, str], *, seed: int = 0,
+                n_boot: int = N_BOOT) -> list[KPI]:
+    """Partial-progress KPIs per arm, and their paired change (memory minus no-memory).
+
+    Per probe, each arm's runs are averaged first (repeats), then probes are compared in
+    pairs; intervals resample families. ``live_gold_actions_matched_*``: share of the
+    task's gold actions a run executed (tau2's check). ``live_failed_call_rate_*``: failed
+    calls over calls (runs that made one). ``live_calls_to_first_write_*``: calls up to and
+    including the first state-changing gold action (runs that made one).
+    """
+    by: dict[str, dict[str, list[Mapping[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    for run in runs:
+        by[str(run["probe_session"])][str(run["arm"])].append(run)
+    arms: dict[str, dict[str, _Graded]] = {}
+    for probe, got in by.items():
+        acts = gold.actions(probe)
+        arms[probe] = {arm: _graded_arm(rs, acts) for arm, rs in got.items()}
+    out: list[KPI] = []
+    for metric, label in (("matched", "live_gold_actions_matched"),
+                          ("failed_rate", "live_failed_call_rate"),
+                          ("first_write", "live_calls_to_first_write")):
+        for arm, suffix in (("no-memory", "no_memory"), ("memory", "memory")):
+            units = [(p, getattr(a[arm], metric)) for p, a in sorted(arms.items())
+                     if arm in a and getattr(a[arm], metric) is not None]
+            out.append(_kpi(f"{label}_{suffix}", units, lambda us: _mean([v for _, v in us]),
+                            [family_of.get(p, p) for p, _ in units], seed=seed, n_boot=n_boot))
+        pairs = [(p, getattr(a["memory"], metric) - getattr(a["no-memory"], metric))
+                 for p, a in sorted(arms.items())
+                 if "memory" in a and "no-memory" in a
+                 and getattr(a["memory"], metric) is not None
+                 and getattr(a["no-memory"], metric) is not None]
+        out.append(_kpi(f"{label}_change", pairs, lambda us: _mean([v for _, v in us]),
+                        [family_of.get(p, p) for p, _ in pairs], seed=seed, n_boot=n_boot))
+    return out
+
+
+def control_kpis(control: str | None, rows: Sequence[ProbeResult], kpis: Mapping[str, KPI],
+                 runs: Sequence[Mapping[str, Any]], gold: GoldSource | None, *,
+                 seed: int = 0, n_boot: int = N_BOOT) -> tuple[dict[str, KPI],
+                                                               InertCheck | None]:
+    """The KPIs a control point adds to the point's own, and its inertness check.
+
+    Positive controls (oracle, oracle-args): ``replay_sensitivity_steps`` is the point's
+    ``step_reduction`` (the replay estimate, paired: oracle arm against none), and on live
+    points ``live_sensitivity_success`` and ``live_sensitivity_steps`` are its
+    ``live_success_change`` and ``live_step_reduction`` (the same definitions and intervals,
+    read under the names a verdict looks for). ``inert``: ``inert_identical``, the share
+    of pairs identical (n pairs; no interval: a check). Every live point with gold actions
+    gets :func:`graded_kpis`.
+    """
+    out: dict[str, KPI] = {}
+    if control in POSITIVE:
+        for src, name in (("step_reduction", "replay_sensitivity_steps"),
+                          ("live_success_change", "live_sensitivity_success"),
+                          ("live_step_reduction", "live_sensitivity_steps")):
+            if src in kpis:
+                out[name] = dataclasses.replace(kpis[src], name=name)
+    check = None
+    if control == "inert":
+        check = inert_check(rows, runs)
+        out["inert_identical"] = KPI("inert_identical", check.share, None, None, check.n,
+                                     "runs")
+    if runs and gold is not None and any(gold.actions(str(r["probe_session"])) for r in runs):
+        family_of = {r.probe_session: r.family for r in rows}
+        out.update({k.name: k for k in graded_kpis(runs, gold, family_of, seed=seed,
+                                                   n_boot=n_boot)})
+    return out, check
+
+
+def controls_summary(control: str | None, gold: GoldSource | None,
+                     check: InertCheck | None) -> dict[str, Any] | None:
+    """The point summary's ``controls`` entry (None for a point that runs no control)."""
+    if control is None:
+        return None
+    out: dict[str, Any] = {"strategy": control}
+    if gold is not None and control != "inert":
+        out.update({"gold_from": gold.origin(),
+                    "descriptions": "world" if gold.descriptions else "tool names",
+                    "skipped": dict(Counter(gold.skipped.values())),
+                    "skipped_probes": sorted(gold.skipped)})
+    if check is not None:
+        out["inert"] = check.as_dict()
+    return out
+
+

@@ -1,0 +1,416 @@
+"""Control arms: can the instrument see an effect at all?
+
+Four strategies (:mod:`.strategies.controls`) bound what a recalled procedure can do. They
+run through the same protocol, the same recall slot and the same injection as every design,
+replay and live, so a point's KPIs read the same way:
+
+=============  ==========================================================================
+strategy       what is recalled for a probe (at rank 1, score 1.0)
+=============  ==========================================================================
+oracle         the ideal procedure synthesis could produce: the probe task's gold actions as
+               tool names in order, each with a one-line description (the world's own where
+               it has one, else a line made from the name), no argument values
+oracle-args    the same, each step with the gold argument values (tau2's LLMGTAgent bound)
+mismatched     another family's oracle procedure, the family drawn by the point's seed
+               (never the probe's own, never one with the probe's state-changing tools)
+inert          skillsynth's memory arm (its synthesis runs) with recall forced empty: it must
+               reproduce the no-memory arm exactly; :func:`inert_check` checks every pair
+=============  ==========================================================================
+
+An oracle procedure is built from the labels at recall time, rendered to a #691 SKILL.md and
+read back through the profile's parser (the path every exported skill takes), and recalled
+as a :class:`~skillsynth.store.Procedure` that is never written anywhere: oracle and
+mismatched run no synthesis, and probes never enter the history. Labels are otherwise read
+for scoring only; the oracle is the one declared exception (METHODS.md).
+
+A probe whose task has no gold actions is left out of an oracle point with a counted reason
+(:class:`~skillsynth.errors.ArmSkipped`); a point where no probe has any is an error, raised
+before any work. Gold actions come from the label (tau2 ``evaluation_criteria.actions``,
+tau-bench task actions), else from the live world's task (a history the agent generated
+has no actions in its labels).
+
+Gold actions are scored by tau2's action check (:func:`action_matches`); the inertness
+check and the KPIs a control point adds are in :mod:`.control_checks`.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from ...corpora.labels import SessionLabel
+from ...errors import ArmSkipped, EvaluationError, WorldError
+from ...pipeline.skill import MAX_NAME_CHARS, Skill
+from ...store import Procedure
+from ..strategies import ControlKind
+from .split import READ_ONLY_PREFIXES, Split
+
+__all__ = ["CONTROLS", "ORACLE_PREFIX", "POSITIVE", "GoldAction", "GoldSource",
+           "action_matches", "check_gold", "first_write_at", "generic_line", "gold_actions",
+           "gold_share_matched", "gold_source", "mismatched_session", "one_line",
+           "oracle_procedure", "oracle_skill", "read_back_691", "tool_descriptions"]
+
+CONTROLS: tuple[ControlKind, ...] = ("oracle", "oracle-args", "mismatched", "inert")
+#: The positive controls (the ones a sensitivity KPI is read from).
+POSITIVE: tuple[ControlKind, ...] = ("oracle", "oracle-args")
+#: The id prefix of a recalled control procedure (no store id has it).
+ORACLE_PREFIX = "oracle:"
+#: A one-line tool description is cut here (at a word, with "...").
+DESCRIPTION_CHARS = 160
+_EDGE = ("If a call fails, read its error, correct the arguments and call it again; do not "
+         "skip a step.")
+
+
+# ---------------------------------------------------------------------- gold actions
+@dataclass(frozen=True)
+class GoldAction:
+    """One ground-truth call: tool, arguments and (tau2) the argument keys it is judged by."""
+
+    name: str
+    arguments: Mapping[str, Any]
+    compare_args: tuple[str, ...] | None = None
+
+    @property
+    def state_changing(self) -> bool:
+        """Not a read by name (the ``tools`` family rule's prefixes)."""
+        return not self.name.startswith(READ_ONLY_PREFIXES)
+
+
+def gold_actions(raw: Iterable[Mapping[str, Any] | tuple[str, Mapping[str, Any]]]
+                 ) -> tuple[GoldAction, ...]:
+    """Gold actions from a label's ``{"name", "arguments"}`` dicts or a world's pairs."""
+    out = []
+    for a in raw:
+        if isinstance(a, Mapping):
+            keys = a.get("compare_args")
+            out.append(GoldAction(str(a["name"]), dict(a.get("arguments") or {}),
+                                  None if keys is None else tuple(keys)))
+        else:
+            out.append(GoldAction(str(a[0]), dict(a[1] or {})))
+    return tuple(out)
+
+
+def _args(arguments: Any) -> dict[str, Any] | None:
+    if isinstance(arguments, Mapping):
+        return dict(arguments)
+    try:
+        value = json.loads(arguments) if arguments else {}
+    except (TypeError, json.JSONDecodeError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def action_matches(gold: GoldAction, name: str, arguments: Any) -> bool:
+    """tau2's action check: the same tool, and equal values on the keys compared.
+
+    The keys are the action's ``compare_args`` where it has them, else the keys the call
+    passed (so an argument the call left out is not held against it, and one the gold
+    action lacks is). Arguments that are not a JSON object never match.
+    """
+    if name != gold.name:
+        return False
+    args = _args(arguments)
+    if args is None:
+        return False
+    keys = gold.compare_args if gold.compare_args is not None else tuple(args)
+    if not keys:
+        return True
+    return ({k: v for k, v in args.items() if k in keys}
+            == {k: v for k, v in gold.arguments.items() if k in keys})
+
+
+def gold_share_matched(gold: Sequence[GoldAction], calls: Sequence[tuple[str, Any]]
+                       ) -> float | None:
+    """Share of ``gold`` matched by some call (tau2's per-action check; None without gold)."""
+    if not gold:
+        return None
+    return sum(any(action_matches(g, n, a) for n, a in calls) for g in gold) / len(gold)
+
+
+def first_write_at(gold: Sequence[GoldAction], calls: Sequence[tuple[str, Any]]) -> int | None:
+    """Calls made up to and including the first that matches a state-changing gold action
+    (1-based; None when none does)."""
+    writes = [g for g in gold if g.state_changing]
+    for i, (n, a) in enumerate(calls, 1):
+        if any(action_matches(g, n, a) for g in writes):
+            return i
+    return None
+
+
+# ---------------------------------------------------------------------- descriptions
+def one_line(text: str, limit: int = DESCRIPTION_CHARS) -> str:
+    """The first sentence of a tool's description on one line, cut at ``limit``."""
+    flat = " ".join(str(text).split())
+    m = re.match(r"(.+?[.!?])(\s|$)", flat)
+    line = m.group(1) if m else flat
+    if len(line) > limit:
+        line = line[:limit].rsplit(" ", 1)[0].rstrip(",;:") + "..."
+    return line
+
+
+def generic_line(name: str) -> str:
+    """A description made from a tool's name, for a world that has none."""
+    words = " ".join(w for w in re.split(r"[_.\-\s]+", name) if w)
+    return (words[:1].upper() + words[1:] + ".") if words else f"Use {name}."
+
+
+def tool_descriptions(specs: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """Tool name -> its one-line description, from OpenAI function schemas."""
+    out = {}
+    for s in specs:
+        fn = s.get("function") or {}
+        if fn.get("name") and str(fn.get("description") or "").strip():
+            out[str(fn["name"])] = one_line(str(fn["description"]))
+    return out
+
+
+# ---------------------------------------------------------------------- the oracle skill
+def _kebab(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def _name(actions: Sequence[GoldAction]) -> str:
+    changing = [a.name for a in actions if a.state_changing]
+    words = _kebab("-".join(dict.fromkeys(changing or [a.name for a in actions])))
+    if len(words) > MAX_NAME_CHARS:
+        words = words[:MAX_NAME_CHARS].rsplit("-", 1)[0]
+    return words or "procedure"
+
+
+def _when(actions: Sequence[GoldAction]) -> str:
+    changing = list(dict.fromkeys(a.name for a in actions if a.state_changing))
+    if changing:
+        return "The user wants to " + " and ".join(" ".join(_kebab(n).split("-"))
+                                                   for n in changing)
+    reads = ", ".join(dict.fromkeys(a.name for a in actions))
+    return f"The user wants information that {reads} look up"
+
+
+def oracle_skill(actions: Sequence[GoldAction], descriptions: Mapping[str, str], *,
+                 with_args: bool) -> Skill:
+    """The procedure synthesis would ideally write for a task with these gold ``actions``.
+
+    One numbered step per action, in order (a repeated tool is a repeated step):
+    ``Call <tool>: <one-line description>``, and with ``with_args`` the gold arguments as
+    JSON after the tool. The name and ``when_to_use`` are made from the tool names, so no
+    task-specific value appears unless ``with_args`` puts it there.
+    """
+    if not actions:
+        raise ArmSkipped("no gold actions to write an oracle procedure from")
+    steps = []
+    for i, a in enumerate(actions, 1):
+        desc = descriptions.get(a.name) or generic_line(a.name)
+        args = f" with {json.dumps(dict(a.arguments), ensure_ascii=False)}" if with_args else ""
+        steps.append(f"{i}. Call {a.name}{args}: {desc}")
+    body = "\n".join(steps) + f"\n\n## Edge cases\n- {_EDGE}"
+    return Skill(name=_name(actions), description=_when(actions), body=body,
+                 tools_required=tuple(dict.fromkeys(a.name for a in actions)))
+
+
+def read_back_691(skill: Skill, where: Path | None = None) -> Skill:
+    """``skill`` written as a #691 SKILL.md and read back by that profile's parser.
+
+    ``where``: the folder to keep the file in (default a scratch folder, removed).
+
+    Raises:
+        SkillValidationError: the document fails #691's validator.
+    """
+    if where is not None:
+        return Skill.read(skill.write(where, "gaia691", overwrite=True), "gaia691")
+    with tempfile.TemporaryDirectory(prefix="skillsynth-oracle-") as tmp:
+        return Skill.read(skill.write(tmp, "gaia691"), "gaia691")
+
+
+def oracle_procedure(skill: Skill, *, control: str, probe: str,
+                     families: Sequence[str]) -> Procedure:
+    """The recalled shape of an oracle skill (never stored; its id says what it is)."""
+    return Procedure(name=skill.name, when_to_use=skill.description, markdown_body=skill.body,
+                     tools_required=skill.tools_required, version=skill.version,
+                     id=f"{ORACLE_PREFIX}{control}:{probe}",
+                     provenance={"control": control, "probe": probe,
+                                 "families": list(families)})
+
+
+# ---------------------------------------------------------------------- the gold source
+class _GoldWorld(Protocol):
+    def gold_actions(self, task_id: str) -> list[tuple[str, dict[str, Any]]]: ...
+
+
+@dataclass(frozen=True)
+class GoldSource:
+    """Each session's gold actions, for scoring and for the oracle arms' recall.
+
+    Attributes:
+        labels: session -> label (the labels file).
+        families: session -> family (the split's, scoring only).
+        world: a live world whose tasks have gold actions (labels without actions fall
+            back to it), or None.
+        descriptions: tool -> one-line description (the world's; empty: made from names).
+        seed: the point's seed (mismatched draws by it).
+        skills_dir: where recalled control skills are kept as SKILL.md (None: not kept).
+        skipped: probe -> why a control arm was skipped for it (filled at recall).
+    """
+
+    labels: Mapping[str, SessionLabel]
+    families: Mapping[str, str]
+    world: _GoldWorld | None = None
+    descriptions: Mapping[str, str] = field(default_factory=dict)
+    seed: int = 0
+    skills_dir: Path | None = None
+    skipped: dict[str, str] = field(default_factory=dict)
+    _cache: dict[Any, Any] = field(default_factory=dict, repr=False)
+
+    def actions(self, session: str) -> tuple[GoldAction, ...]:
+        """The session's gold actions (empty: none known)."""
+        key = ("gold", session)
+        if key not in self._cache:
+            label = self.labels.get(session)
+            got: tuple[GoldAction, ...] = ()
+            if label is not None and label.actions:
+                got = gold_actions(label.actions)
+            elif label is not None and label.task_id is not None and self.world is not None:
+                try:
+                    got = gold_actions(self.world.gold_actions(str(label.task_id)))
+                except WorldError:
+                    got = ()
+            self._cache[key] = got
+        return self._cache[key]  # type: ignore[no-any-return]
+
+    def origin(self) -> str:
+        """Where gold actions come from: ``labels``, ``world`` or ``labels+world``."""
+        have = [s for s in self.families if self.actions(s)]
+        from_labels = any(self.labels[s].actions for s in have)
+        from_world = any(not self.labels[s].actions for s in have)
+        return "+".join(n for n, on in (("labels", from_labels), ("world", from_world)) if on) \
+            or "none"
+
+    def representatives(self) -> dict[str, str]:
+        """Family -> its first session (by id) that has gold actions."""
+        if "reps" not in self._cache:
+            reps: dict[str, str] = {}
+            for s in sorted(self.families):
+                f = self.families[s]
+                if f not in reps and self.actions(s):
+                    reps[f] = s
+            self._cache["reps"] = reps
+        return dict(self._cache["reps"])
+
+    def skip(self, probe: str, reason: str) -> ArmSkipped:
+        """Record why ``probe`` has no control arm; the exception to raise."""
+        self.skipped[probe] = reason
+        return ArmSkipped(f"probe {probe}: {reason}")
+
+    def recall(self, control: ControlKind, probe: str) -> Procedure:
+        """The control procedure recalled for ``probe`` (built once, then reused).
+
+        Raises:
+            ArmSkipped: the probe has no gold actions (oracle arms), or no other family has
+                a different procedure (mismatched); the reason is recorded.
+        """
+        key = (control, probe)
+        if key not in self._cache:
+            self._cache[key] = self._build(control, probe)
+        got = self._cache[key]
+        if isinstance(got, ArmSkipped):
+            raise got
+        return got  # type: ignore[no-any-return]
+
+    def _build(self, control: ControlKind, probe: str) -> Procedure | ArmSkipped:
+        source = probe
+        if control == "mismatched":
+            picked = mismatched_session(self, probe)
+            if picked is None:
+                return self.skip(probe, "no other family with a different procedure")
+            source = picked
+        acts = self.actions(source)
+        if not acts:
+            return self.skip(probe, "no gold actions")
+        skill = oracle_skill(acts, self.descriptions, with_args=control == "oracle-args")
+        where = None if self.skills_dir is None else \
+            self.skills_dir / control / _kebab(probe)[:80]
+        fam = self.families.get(source)
+        return oracle_procedure(read_back_691(skill, where), control=control, probe=probe,
+                                families=() if fam is None else (fam,))
+
+
+def _shape(actions: Sequence[GoldAction]) -> Any:
+    """What makes two procedures the same for the negative control: the set of their
+    state-changing tools (read-only ones: their whole tool sequence)."""
+    changing = frozenset(a.name for a in actions if a.state_changing)
+    return changing if changing else tuple(a.name for a in actions)
+
+
+def mismatched_session(gold: GoldSource, probe: str) -> str | None:
+    """The session whose oracle procedure the negative control recalls for ``probe``.
+
+    A family other than the probe's whose procedure differs from the probe's own (by
+    :func:`_shape`, where the probe's gold is known), drawn uniformly by a generator seeded
+    with the point's seed and the probe, so the draw does not depend on probe order. None
+    when there is no such family.
+    """
+    own = gold.families.get(probe)
+    own_shape = _shape(gold.actions(probe)) if gold.actions(probe) else None
+    reps = gold.representatives()
+    cands = sorted(f for f, s in reps.items()
+                   if f != own and (own_shape is None or _shape(gold.actions(s)) != own_shape))
+    if not cands:
+        return None
+    return reps[random.Random(f"mismatched:{gold.seed}:{probe}").choice(cands)]
+
+
+def check_gold(control: str | None, gold: GoldSource, split: Split) -> None:
+    """Raise before any work when a control arm could not run on a single probe.
+
+    Raises:
+        EvaluationError: an oracle arm where no probe has gold actions, or a mismatched arm
+            with fewer than two families that have them (the message says what to use).
+    """
+    if control in POSITIVE:
+        if not any(gold.actions(p.session_id) for p in split.probes):
+            raise EvaluationError(
+                f"strategy {control} writes each probe's procedure from its task's gold "
+                f"actions, and none of the {len(split.probes)} probes has any (labels' "
+                "actions, or the live world's task); use a tau2 or tau-bench corpus, or a "
+                "history generated in a tau2 world")
+    elif control == "mismatched" and len(gold.representatives()) < 2:
+        raise EvaluationError(
+            "strategy mismatched recalls another family's gold procedure, and fewer than two "
+            "families have gold actions; use a tau2 or tau-bench corpus with several tasks")
+
+
+# ---------------------------------------------------------------------- a point's source
+class _PointConfig(Protocol):
+    """What :func:`gold_source` reads of a point's configuration."""
+
+    @property
+    def world(self) -> str: ...
+    @property
+    def live(self) -> bool: ...
+    @property
+    def history(self) -> str: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def strategy(self) -> str: ...
+
+
+def gold_source(cfg: _PointConfig, labels: Mapping[str, SessionLabel], split: Split,
+                skills_dir: Path | None = None) -> GoldSource:
+    """The point's gold source: its labels, its families and, where the point acts in a
+    named world, that world's tasks and tool descriptions. Recalled control skills are kept
+    under ``skills_dir`` (control points only)."""
+    world = None
+    if cfg.world != "replay" and (cfg.live or cfg.history == "live"):
+        from .worlds import get_world
+
+        world = get_world(cfg.world)
+    descriptions = tool_descriptions(world.tool_specs()) if world is not None else {}
+    return GoldSource(labels, dict(split.families), world,  # type: ignore[arg-type]
+                      descriptions, cfg.seed,
+                      skills_dir if cfg.strategy in CONTROLS else None)
