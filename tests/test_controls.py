@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 from corpus_kinds import gold_corpus, tiny_corpus
 from fakes import FakeDistiller, FakeFamilyEmbedder, FakeProcedureFollower
-from skillsynth.evaluation.metrics import ProbeResult
+from skillsynth.evaluation.point.metrics import ProbeResult
 
 from skillsynth.config import Thresholds
 from skillsynth.corpora import SessionLabel
@@ -304,6 +304,7 @@ def test_live_controls_on_the_replay_world_give_graded_kpis_and_a_checked_inert_
     assert (inert.kpis["inert_identical"].value, inert.kpis["inert_identical"].n) == (1.0, 6)
 
 
+@pytest.mark.live
 def test_action_matching_agrees_with_tau2s_own_check():
     from tau2.data_model.message import ToolCall
     from tau2.data_model.tasks import Action
@@ -322,9 +323,10 @@ def test_action_matching_agrees_with_tau2s_own_check():
                 assert ours == theirs, (compare, name, args)
 
 
+@pytest.mark.live
 def test_an_oracle_in_a_tau2_world_reads_the_worlds_gold_and_descriptions(tmp_path):
     from skillsynth.evaluation.point.controls import tool_descriptions
-    from skillsynth.evaluation.worlds import get_world
+    from skillsynth.evaluation.live.worlds import get_world
 
     world = get_world("tau2:airline")
     label = _label("p", "airline/12")  # a history the agent generated: no actions in labels
@@ -342,12 +344,13 @@ def test_an_oracle_in_a_tau2_world_reads_the_worlds_gold_and_descriptions(tmp_pa
     assert gold.origin() == "world" and "YAX4DR" not in proc.markdown_body
 
 
+@pytest.mark.live
 def test_the_positive_control_shows_in_a_live_tau2_world_with_a_perfect_follower(tmp_path):
     # history generated in tau2:airline (the follower alone explores and stops); probes run
     # live: with the gold procedure and its arguments the follower does the task
-    from skillsynth.evaluation.live_history import live_history
+    from skillsynth.evaluation.live.history import live_history
 
-    from skillsynth.evaluation.worlds import get_world
+    from skillsynth.evaluation.live.worlds import get_world
 
     world = get_world("tau2:airline")
     db = tmp_path / "live.db"
