@@ -376,6 +376,7 @@ def test_live_smoke_two_tau2_retail_tasks_both_arms(servers, tmp_path):
         assert k.n == 2 and k.value is not None and k.lo is not None and k.hi is not None
 
 
+@pytest.mark.live
 @pytest.mark.parametrize("arm", ["oracle", "oracle-args", "mismatched", "inert"])
 def test_live_smoke_of_each_control_arm_on_one_tau2_retail_task(servers, tmp_path, arm):
     # CI's control smoke: tau2 retail task 5 run live by the default model in both arms
