@@ -375,3 +375,58 @@ def test_tools_families_span_tasks_and_still_never_leak(tmp_path, kind):
                if f == "tools:index_document"}
         assert fam == {"summarise-report", "compare-reports", "index-folder"}
         assert len(split.probes) == 6  # 8 tasks, 6 tool families
+
+
+class FakePlanWriter(FakeChatModel):
+    """FAKE chat client that writes its whole plan as JSON text in one answer, then stops."""
+
+    def __init__(self, plan):
+        self.plan = plan
+
+    def chat(self, messages, **kw):
+        if any(m["role"] == "tool" for m in messages):
+            return FakeAgentAnswer("Done.", ())
+        return FakeAgentAnswer("\n".join(json.dumps({"name": n, "arguments": a})
+                                         for n, a in self.plan), ())
+
+
+def test_a_plan_written_in_one_answer_runs_its_first_call_and_counts_the_rest():
+    rec = [ToolCall("p", "search", '{"q": 1}', "hit", True, "t"),
+           ToolCall("p", "read", '{"f": 1}', "text", True, "t")]
+    label = SessionLabel("p", "t", "x", 4, essential_steps=("search", "read"))
+    world = _replay(rec, label=label)
+    llm = FakePlanWriter([("search", {"q": 1}), ("read", {"f": 1}), ("read", {"f": 2})])
+    run = run_agent(llm, world.start("p"), tool_specs=world.tool_specs(), config=Thresholds())
+    assert (run.steps, run.content_calls, run.text_calls_not_run) == (1, 1, 2)
+    assert [c for c, _ in run.calls] == ["search"] and run.finished
+
+
+def test_tau2_instructions_are_told_about_the_customer_in_the_third_person():
+    from skillsynth.evaluation.live.framing import solo_request, third_person
+
+    text = ("You want to exchange the lamp. You also want to know your total. If the agent "
+            "asks, tell you nothing. You name is Ava and your zip code is 94128. "
+            "You're in a hurry and you have two orders.")
+    assert third_person(text) == (
+        "The customer wants to exchange the lamp. The customer also wants to know their "
+        "total. If the agent asks, tell the customer nothing. The customer's name is Ava and their "
+        "zip code is 94128. The customer is in a hurry and the customer has two orders.")
+    first = solo_request("You want a refund.", "You are mei_kovacs_8020 in zipcode 28236.")
+    assert first == ("A customer needs help. Their request: The customer wants a refund.\n\n"
+                     "What the customer told you about themselves: The customer is "
+                     "mei_kovacs_8020 in zipcode 28236.")
+    assert solo_request("You want a refund.", None).endswith("wants a refund.")
+
+
+@pytest.mark.live
+def test_no_tau2_task_addresses_the_solo_agent_as_the_customer():
+    import re
+
+    from skillsynth.evaluation.live.worlds import get_world
+
+    for name in ("tau2:retail", "tau2:airline"):
+        world = get_world(name)
+        for task in world.tasks():
+            assert task.prompt.startswith("A customer needs help."), (name, task.task_id)
+            facts = task.prompt.replace("What the customer told you about themselves:", "")
+            assert not re.search(r"\b[Yy]ou(r|rs|'re)?\b", facts), (name, task.task_id)

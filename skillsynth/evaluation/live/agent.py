@@ -33,14 +33,14 @@ from .worlds import Episode, Termination, Turn, canonical_args
 __all__ = ["AGENT_PROMPT_VERSION", "AgentRun", "run_agent", "system_prompt"]
 
 #: Part of the call-cache key of every agent turn.
-AGENT_PROMPT_VERSION = "agent-v2"
+AGENT_PROMPT_VERSION = "agent-v3"
 _SYSTEM = ("You are a tool-using assistant. Use the tools to accomplish the user's goal, one "
            "call at a time. When the goal is done, reply with a short final answer and no "
            "tool call.")
-_SOLO = ("The user is not available during this task: their message below is all they will "
-         "say (it describes them in the second person: 'you' is the user), and they have "
-         "already confirmed every action their message asks for. Do not ask them questions; "
-         "act, then report the outcome.")
+_SOLO = ("The customer is not available during this task: the request below is all they "
+         "will say, and they have already confirmed every action it asks for. Do not ask "
+         "them questions: look up what you need with the tools, act, then report the "
+         "outcome.")
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,9 @@ class AgentRun:
         unoffered_text_calls: call-shaped JSON in a final answer naming a tool that was not
             offered (not executed: the run ended on that answer; counted so it is seen).
         user_turns: messages the simulated user sent (0 in solo mode).
+        text_calls_not_run: calls written in an answer's text after its first one (a text
+            answer is taken as one call a turn: what follows was written before any result
+            came back, so it is a plan, not calls; counted so it is seen).
         error: the model error that ended the run, if one did.
         wall_s: seconds.
         answer: the agent's last text.
@@ -87,6 +90,7 @@ class AgentRun:
     score_detail: Mapping[str, Any] | None = None
     unoffered_text_calls: int = 0
     user_turns: int = 0
+    text_calls_not_run: int = 0
 
     @property
     def tokens(self) -> int:
@@ -165,7 +169,7 @@ def run_agent(llm: ChatModel, episode: Episode, *, tool_specs: Sequence[Mapping[
         *([{"role": "assistant", "content": GREETING}] if user is not None else []),
         {"role": "user", "content": opening}]
     made: list[tuple[str, str]] = []
-    failed = turns = hits = from_text = p_tok = c_tok = unoffered = 0
+    failed = turns = hits = from_text = p_tok = c_tok = unoffered = not_run = 0
     termination: Termination = "step-limit"
     error, answer = None, ""
     while len(made) < step_limit:
@@ -181,8 +185,10 @@ def run_agent(llm: ChatModel, episode: Episode, *, tool_specs: Sequence[Mapping[
         c_tok += int(r.usage.get("completion_tokens") or 0)
         calls = r.tool_calls
         if not calls:
-            calls = tool_calls_in_content(r.content, offered)
+            written = tool_calls_in_content(r.content, offered)
+            calls = written[:1]  # one call a turn: the rest had not seen this one's result
             from_text += len(calls)
+            not_run += len(written) - len(calls)
         if not calls:
             unoffered += len(tool_calls_in_content(r.content, None))
             answer = (r.content or "").strip()
@@ -225,7 +231,8 @@ def run_agent(llm: ChatModel, episode: Episode, *, tool_specs: Sequence[Mapping[
     return AgentRun(len(made), tuple(made), failed, turns, termination, score.success,
                     score.reward, p_tok, c_tok, turns - hits, hits, from_text, error,
                     round(time.perf_counter() - t0, 3), answer, tuple(transcript),
-                    dict(score.detail), unoffered, user.turns if user is not None else 0)
+                    dict(score.detail), unoffered, user.turns if user is not None else 0,
+                    not_run)
 
 
 def _failed(exc: LLMError, t0: float) -> AgentRun:

@@ -11,8 +11,9 @@ is not called because its module imports tau2's LLM stack (litellm), which the w
 not need. Tasks whose basis needs an LLM judge (``NL_ASSERTION``) are scored None.
 
 Solo mode (the default): no user simulator. The agent's first user turn is the task's
-reason for the call and the facts the user knows; the system prompt says the user is away
-and has confirmed in advance what their message asks for. With a user simulator
+reason for the call and the facts the user knows, told about the customer in the third
+person (:mod:`..framing`: tau2 writes them to the user as "you"); the system prompt says the
+customer is away and has confirmed in advance what the request asks for. With a user simulator
 (:mod:`skillsynth.evaluation.live.user_sim`) the simulator gets the task's whole user scenario
 (``WorldTask.instructions``) and talks to the agent as tau2's user does.
 """
@@ -26,6 +27,7 @@ from functools import cached_property
 from typing import Any
 
 from ....errors import WorldError
+from ..framing import solo_request
 from .base import FINISHED, CallOutcome, Score, Termination, Turn, WorldTask
 
 __all__ = ["DOMAINS", "INSTALL", "TAU2_VERSION", "WORLD_DEPS", "Tau2Episode", "Tau2World",
@@ -174,7 +176,7 @@ class Tau2World:
         ins = t.user_scenario.instructions
         reason = ins.reason_for_call if not isinstance(ins, str) else ins
         known = getattr(ins, "known_info", None)
-        prompt = reason.strip() + (f"\n\n{known.strip()}" if known else "")
+        prompt = solo_request(reason, known)  # the agent's view: a customer's request
         persona = getattr(t.user_scenario, "persona", None)
         instructions = (f"Persona: {persona}\n\n" if persona else "") + str(ins)
         return WorldTask(str(t.id), reason.strip(), prompt, str(t.id), instructions)
