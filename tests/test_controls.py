@@ -8,7 +8,6 @@ import sqlite3
 import pytest
 from corpus_kinds import gold_corpus, tiny_corpus
 from fakes import FakeDistiller, FakeFamilyEmbedder, FakeProcedureFollower
-from skillsynth.evaluation.point.metrics import ProbeResult
 
 from skillsynth.config import Thresholds
 from skillsynth.corpora import SessionLabel
@@ -25,6 +24,7 @@ from skillsynth.evaluation.point.controls import (
     one_line,
     oracle_skill,
 )
+from skillsynth.evaluation.point.metrics import ProbeResult
 from skillsynth.evaluation.strategies import get_strategy
 from skillsynth.pipeline.inject import HEADER, inject
 
@@ -325,8 +325,8 @@ def test_action_matching_agrees_with_tau2s_own_check():
 
 @pytest.mark.live
 def test_an_oracle_in_a_tau2_world_reads_the_worlds_gold_and_descriptions(tmp_path):
-    from skillsynth.evaluation.point.controls import tool_descriptions
     from skillsynth.evaluation.live.worlds import get_world
+    from skillsynth.evaluation.point.controls import tool_descriptions
 
     world = get_world("tau2:airline")
     label = _label("p", "airline/12")  # a history the agent generated: no actions in labels
@@ -349,7 +349,6 @@ def test_the_positive_control_shows_in_a_live_tau2_world_with_a_perfect_follower
     # history generated in tau2:airline (the follower alone explores and stops); probes run
     # live: with the gold procedure and its arguments the follower does the task
     from skillsynth.evaluation.live.history import live_history
-
     from skillsynth.evaluation.live.worlds import get_world
 
     world = get_world("tau2:airline")
