@@ -65,6 +65,22 @@ with pd.option_context("display.max_colwidth", 60):
     display(verdict if len(verdict) else Markdown("no skillsynth point finished: no verdict"))
 
 # %% [markdown]
+# ## Against the controls
+#
+# Each point beside the arms that bound it: no memory (every point pairs with it),
+# `mismatched` (another family's ideal procedure recalled at rank 1: what a confidently wrong
+# recall costs), the designs, `oracle` (the task's gold tools in order, written as a recalled
+# procedure) and `oracle-args` (with the gold arguments: tau2's upper bound), and `inert`
+# (recall forced empty: must equal no memory). `oracle_gain_recovered`: (design - none) /
+# (oracle - none) on the same probes; not measured where the oracle's own gain may be zero.
+
+# %%
+from skillsynth.evaluation.reporting.controls import controls_table
+
+controls = controls_table(run.summary["points"], run.rows)
+controls if len(controls) > 1 else print("one point only: nothing to read side by side")
+
+# %% [markdown]
 # ## KPIs per point
 
 # %%

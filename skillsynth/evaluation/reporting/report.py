@@ -169,11 +169,11 @@ def verdict_table(run: Run) -> pd.DataFrame:
     families, PASS / FAIL / INCONCLUSIVE / INSENSITIVE / NOT MEASURED and why, and what the
     figure is based on.
     """
-    from .verdict import verdict, verdict_points
+    from .verdict import run_control, verdict, verdict_points
 
     recs = []
     for label, pt in verdict_points(run.summary["points"]):
-        for row in verdict(pt):
+        for row in verdict(pt, run_control(run.summary["points"], pt)):
             recs.append({"configuration": f"{label}: {pt['id']}", "criterion": row.criterion,
                          "status": row.status,
                          "measured": _fmt(row.value, row.lo, row.hi, row.n,

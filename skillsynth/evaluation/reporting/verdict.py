@@ -30,6 +30,7 @@ __all__ = [
     "gaia_default_point",
     "judge",
     "recommend",
+    "run_control",
     "verdict",
     "verdict_points",
 ]
@@ -150,7 +151,8 @@ def control_check(kpis: Mapping[str, Any], name: str) -> tuple[bool | None, str]
     value, lo, hi, n = k.get("value"), k.get("lo"), k.get("hi"), int(k.get("n") or 0)
     if value is None or n == 0:
         return False, f"positive control {name} not measured (n={n})"
-    shown = f"{name} {value:.2f} {_ci(lo, hi)} n={n}"
+    shown = f"{name} {value:.2f} {_ci(lo, hi)} n={n}" + (
+        f" ({k['note']})" if str(k.get("note") or "").startswith("from the") else "")
     few = _too_few(k)
     if few:
         return False, f"positive control {shown}: {few}"
@@ -183,9 +185,39 @@ def _all(value: float | None, n: int) -> Status:
     return "PASS" if value >= 1.0 - 1e-9 else "FAIL"
 
 
-def verdict(point: Mapping[str, Any]) -> list[VerdictRow]:
-    """#887's criteria at one point of a sweep summary (``summary.json``'s ``points``)."""
-    kpis = point["kpis"]
+#: The positive controls a run's other points are read against, preferred first: the
+#: realistic oracle (the ideal procedure synthesis could write, no argument values), then
+#: tau2's upper bound with the gold arguments.
+POSITIVE_CONTROLS = ("oracle", "oracle-args")
+
+
+def run_control(points: Sequence[Mapping[str, Any]], point: Mapping[str, Any]
+                ) -> tuple[str, Mapping[str, Any]] | None:
+    """The run's positive-control point for ``point``: same probes (the same protocol; a
+    sweep's other settings are the same for all its points), the oracle preferred. None
+    when the run has none."""
+    proto = (point.get("protocol") or {}).get("protocol", "strict")
+    for name in POSITIVE_CONTROLS:
+        for p in points:
+            if p.get("strategy") == name and (
+                    p.get("protocol") or {}).get("protocol", "strict") == proto:
+                return name, p
+    return None
+
+
+def verdict(point: Mapping[str, Any], control: tuple[str, Mapping[str, Any]] | None = None
+            ) -> list[VerdictRow]:
+    """#887's criteria at one point of a sweep summary (``summary.json``'s ``points``).
+
+    ``control``: the run's positive-control point (:func:`run_control`): where the point
+    has no sensitivity KPI of its own, the control's is read (labelled with its strategy).
+    """
+    kpis = dict(point["kpis"])
+    if control is not None:
+        name, cp = control
+        for kpi in CONTROLS.values():
+            if kpi not in kpis and kpi in cp["kpis"]:
+                kpis[kpi] = dict(cp["kpis"][kpi], note=f"from the {name} point {cp['id']}")
     rows: list[VerdictRow] = []
     rows.append(_row("Auto-synthesis fires", "a procedure exists for families with >= 3 "
                      "similar successes (share of probes > 0)", kpis, "synthesis_fired_rate",

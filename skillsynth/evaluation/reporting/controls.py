@@ -1,0 +1,89 @@
+"""Designs read against their controls: none, mismatched, synthesized, oracle, oracle-args.
+
+An effect means something only beside the arms that bound it: the no-memory arm (every
+point pairs with it), the mismatched control (a confidently wrong recall), and the positive
+controls (the ideal procedure, without and with the gold arguments). :func:`controls_table`
+puts a run's points side by side in that order; :func:`gain_recovered` is the share of the
+oracle's gain a design recovers on the same probes (METHODS.md 2b).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from ..point.metrics import KPI, oracle_gain_recovered
+from .verdict import POSITIVE_CONTROLS
+
+__all__ = ["ARM_ORDER", "controls_table", "gain_recovered"]
+
+#: The side-by-side order: the lower bounds, the designs, the upper bounds, the inert check.
+ARM_ORDER = ("none", "mismatched", "skillsynth", "gaia-greedy", "gaia-shipped", "cortexprism",
+             "pheron", "oracle", "oracle-args", "inert")
+#: What the table shows per point (where the point has it).
+_SHOWN = ("live_success_change", "live_step_reduction", "live_gold_actions_matched_change",
+          "live_failed_call_rate_change", "step_reduction", "recall_hit_rate",
+          "inert_identical")
+
+
+def _per_probe(rows: pd.DataFrame, point: str, arm: str, live: bool) -> dict[str, float]:
+    """Each probe's figure in one arm of one point: the live success rate over its repeats,
+    or the replay estimate's step reduction."""
+    sel = rows[(rows["point"] == point) & (rows["arm"] == arm)]
+    if live:
+        sel = sel[(sel["steps_method"] == "live") & sel["success"].notna()]
+        return {str(k): float(v) for k, v in sel.groupby("probe_session")["success"].mean()
+                .items()}
+    sel = sel[(sel["steps_method"] != "live") & (sel["steps_recorded"] > 0)]
+    red = (sel["steps_recorded"] - sel["steps"]) / sel["steps_recorded"]
+    return {str(k): float(v) for k, v in red.groupby(sel["probe_session"]).mean().items()}
+
+
+def gain_recovered(rows: pd.DataFrame, point: Mapping[str, Any],
+                   control: Mapping[str, Any], *, live: bool, seed: int = 0) -> KPI:
+    """(design - none) / (oracle - none) on the probes both points ran, paired per probe
+    (live success where ``live``, else the replay estimate's step reduction), families
+    resampled jointly; NOT MEASURED where the oracle's gain may be nothing."""
+    none = _per_probe(rows, point["id"], "no-memory", live)
+    design = _per_probe(rows, point["id"], "memory", live)
+    oracle = _per_probe(rows, control["id"], "memory", live)
+    probes = sorted(set(none) & set(design) & set(oracle))
+    fam = rows.drop_duplicates("probe_session").set_index("probe_session")["family"]
+    return oracle_gain_recovered([none[p] for p in probes], [design[p] for p in probes],
+                                 [oracle[p] for p in probes],
+                                 [str(fam.get(p, p)) for p in probes], seed=seed,
+                                 name="oracle_gain_recovered_live" if live else
+                                 "oracle_gain_recovered_replay")
+
+
+def _fmt(k: Mapping[str, Any] | None) -> str:
+    if not k or k.get("value") is None:
+        return "-" if not k else f"n/a (n={k.get('n', 0)})"
+    ci = f" [{k['lo']:.2f}, {k['hi']:.2f}]" if k.get("lo") is not None and \
+        k.get("hi") is not None else ""
+    return f"{k['value']:.2f}{ci} n={k.get('n', 0)}"
+
+
+def controls_table(points: Sequence[Mapping[str, Any]], rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per point, in :data:`ARM_ORDER`: the KPIs that show an effect, and for a
+    design, the share of the positive control's gain it recovers on the same probes."""
+    order = {s: i for i, s in enumerate(ARM_ORDER)}
+    control = next((p for name in POSITIVE_CONTROLS for p in points
+                    if p.get("strategy") == name), None)
+    recs = []
+    for p in sorted(points, key=lambda p: (order.get(p.get("strategy", ""), len(order)),
+                                           p["id"])):
+        kpis = p.get("kpis") or {}
+        rec: dict[str, Any] = {"strategy": p.get("strategy"), "point": p["id"]}
+        rec |= {name: _fmt(kpis.get(name)) for name in _SHOWN}
+        gain = "-"
+        if control is not None and p.get("strategy") not in (*POSITIVE_CONTROLS, "inert") \
+                and not rows.empty and "point" in rows:
+            live = bool((kpis.get("live_success_change") or {}).get("n"))
+            k = gain_recovered(rows, p, control, live=live)
+            gain = _fmt(k.as_dict()) if k.value is not None else (k.note or "not measured")
+        rec["oracle_gain_recovered"] = gain
+        recs.append(rec)
+    return pd.DataFrame(recs, columns=["strategy", "point", *_SHOWN, "oracle_gain_recovered"])

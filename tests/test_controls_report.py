@@ -1,0 +1,73 @@
+"""A run's designs read against its controls: the verdict takes the run's oracle point, the
+report puts the arms side by side and says how much of the oracle's gain a design recovers."""
+
+from __future__ import annotations
+
+import pandas as pd
+from test_intervals import _point
+
+from skillsynth.evaluation.reporting.controls import controls_table, gain_recovered
+from skillsynth.evaluation.reporting.verdict import run_control, verdict, verdict_points
+
+GOOD = {"value": 0.3, "lo": 0.1, "hi": 0.5, "n": 30, "n_families": 10}
+FLAT = {"value": 0.02, "lo": -0.05, "hi": 0.09, "n": 30, "n_families": 10}
+
+
+def _pt(pid, strategy, proto="strict", **kpis):
+    return dict(_point(**kpis), id=pid, strategy=strategy,
+                params={"similarity_tau": 0.82, "min_occurrences": 3,
+                        "max_recall_body_chars": 1500},
+                protocol={"protocol": proto, "recall_key": "when_to_use", "rate": "calls"})
+
+
+def test_a_designs_verdict_reads_the_runs_oracle_point_of_the_same_protocol():
+    synth = _pt("s", "skillsynth", step_reduction=GOOD)
+    flat_oracle = _pt("o", "oracle", replay_sensitivity_steps=FLAT)
+    args = _pt("a", "oracle-args", replay_sensitivity_steps=GOOD)
+    rolling_oracle = _pt("r", "oracle", "rolling", replay_sensitivity_steps=GOOD)
+    points = [synth, args, rolling_oracle, flat_oracle]
+    # the realistic oracle is preferred over tau2's upper bound, and only the same protocol
+    assert run_control(points, synth) == ("oracle", flat_oracle)
+    assert run_control([synth, args], synth) == ("oracle-args", args)
+    assert run_control([synth], synth) is None
+    (label, pt), = verdict_points(points)
+    rows = {r.criterion: r for r in verdict(pt, run_control(points, pt))}
+    steps = rows["Tool-step reduction"]
+    assert steps.status == "INSENSITIVE" and "from the oracle point o" in steps.why
+    # with the upper bound as the only control, which separates, the row is judged
+    rows = {r.criterion: r for r in verdict(synth, run_control([synth, args], synth))}
+    assert rows["Tool-step reduction"].status == "PASS"
+    assert "separates from none" in rows["Tool-step reduction"].note
+
+
+def _rows(point, arm, successes):
+    """Live rows of one point and arm: probe p<i> in family f<i // 2>."""
+    return [{"point": point, "arm": arm, "probe_session": f"p{i}", "family": f"f{i // 2}",
+             "steps_method": "live", "success": s, "steps_recorded": 3, "steps": 3}
+            for i, s in enumerate(successes)]
+
+
+def test_gain_recovered_pairs_the_three_arms_per_probe():
+    # 12 probes in 6 families: none solves 2, the oracle 10, the design 6
+    none = [1, 1] + [0] * 10
+    oracle = [1] * 10 + [0, 0]
+    design = [1] * 6 + [0] * 6
+    rows = pd.DataFrame(_rows("s", "no-memory", none) + _rows("s", "memory", design)
+                        + _rows("o", "no-memory", none) + _rows("o", "memory", oracle))
+    k = gain_recovered(rows, {"id": "s"}, {"id": "o"}, live=True)
+    # (6 - 2) / (10 - 2) = 0.5, worked by hand
+    assert k.value == 0.5 and k.n == 12 and k.lo is not None and k.lo < 0.5 < k.hi
+    # an oracle that gains nothing: the ratio is not measured, and says why
+    rows = pd.DataFrame(_rows("s", "no-memory", none) + _rows("s", "memory", design)
+                        + _rows("o", "memory", none))
+    k = gain_recovered(rows, {"id": "s"}, {"id": "o"}, live=True)
+    assert k.value is None and "does not exclude 0" in k.note
+
+
+def test_the_controls_table_orders_the_arms_from_lower_to_upper_bound():
+    points = [_pt("o", "oracle-args", live_success_change=GOOD),
+              _pt("s", "skillsynth", live_success_change=FLAT),
+              _pt("m", "mismatched", live_success_change=FLAT)]
+    table = controls_table(points, pd.DataFrame())
+    assert list(table["strategy"]) == ["mismatched", "skillsynth", "oracle-args"]
+    assert table.loc[2, "live_success_change"] == "0.30 [0.10, 0.50] n=30"
