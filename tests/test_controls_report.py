@@ -30,7 +30,7 @@ def test_a_designs_verdict_reads_the_runs_oracle_point_of_the_same_protocol():
     assert run_control(points, synth) == ("oracle", flat_oracle)
     assert run_control([synth, args], synth) == ("oracle-args", args)
     assert run_control([synth], synth) is None
-    (label, pt), = verdict_points(points)
+    ((_, pt),) = verdict_points(points)
     rows = {r.criterion: r for r in verdict(pt, run_control(points, pt))}
     steps = rows["Tool-step reduction"]
     assert steps.status == "INSENSITIVE" and "from the oracle point o" in steps.why
