@@ -22,7 +22,8 @@ import yaml
 
 from skillsynth.errors import ConfigError, SkillsynthError
 from skillsynth.evaluation.reporting.report import gate, load_run, protocol_table
-from skillsynth.evaluation.sweeps.run import SweepSpec, _run_points, expand_points, run_sweep
+from skillsynth.evaluation.sweeps.run import SweepSpec, expand_points, run_sweep
+from skillsynth.evaluation.sweeps.transport import ThreadPool, run_points
 from skillsynth.models.backend import BackendSpec
 
 SPEC = {"name": "t", "corpus": {"synthetic": {"families": 3, "seed": 5, "attempts": 4}},
@@ -121,8 +122,9 @@ def test_a_point_past_its_timeout_fails_loudly_and_the_others_still_run(tmp_path
     nbformat.write(nb, str(notebook))
     spec = SweepSpec.load(_spec(tmp_path, point_timeout_s=3, points=[{"strategy": "none"}]))
     todo = [p for p in expand_points(spec) if p.values["similarity_tau"] == 0.3]
-    ran, failed = _run_points(todo, spec, tmp_path / "corpus.db", BackendSpec("local"),
-                              tmp_path / "run", notebook, 2, False, lambda *_: None)
+    pool = ThreadPool(spec, tmp_path / "corpus.db", BackendSpec("local"), tmp_path / "run",
+                      notebook, 2)
+    ran, failed = run_points(todo, pool, label="t", progress=False, log=lambda *_: None)
     assert [p.id for p in todo if p.strategy == "none"] == ran
     (stuck,) = failed
     assert stuck.startswith("skillsynth-") and "timed out" in failed[stuck]

@@ -50,7 +50,7 @@ import shutil
 import socket
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -67,9 +67,9 @@ __all__ = [
     "LOCAL",
     "TRANSPORTS",
     "ClusterFacts",
+    "DaskPoints",
     "check_workers",
     "open_cluster",
-    "run_points_on_cluster",
 ]
 
 #: The ``cluster`` value that starts a LocalCluster on this machine.
@@ -240,75 +240,61 @@ def _into_place(staging: Path, target: Path) -> bool:
     return True
 
 
-def run_points_on_cluster(client: Any, facts: ClusterFacts, todo: Sequence[Point],
-                          spec: SweepSpec, corpus: Path, backend: BackendSpec, run_dir: Path,
-                          notebook: Path, progress: bool, log: Any, *, cache: str | Path,
-                          on_point: Callable[[str], None] | None = None,
-                          shipper: Shipper | None = None
-                          ) -> tuple[list[str], dict[str, str], MergeCounts]:
-    """Submit one task per point; the ids that ran, the errors of those that failed, and
-    (shipped transport) the answers the workers returned, as merged into ``cache``.
+@dataclass
+class DaskPoints:
+    """The Dask transport (:class:`~.transport.Transport`): one task per point.
 
-    Points that share a synthesis go in two phases, as in a local sweep (one of each first,
-    so the rest are cache hits). The progress bar counts points finished cluster-wide.
+    ``shared``: a worker executes the point in a staging folder of the run folder and
+    renames it into place. ``shipped`` (``shipper`` given): the corpus and the call cache's
+    new rows travel with the task, the point comes back packed and is unpacked here, and the
+    answers the worker added are merged into this machine's cache (counted in ``merged``).
     """
-    from distributed import as_completed
 
-    from .shipping import shipped_point
+    client: Any
+    facts: ClusterFacts
+    spec: SweepSpec
+    corpus: Path
+    backend: BackendSpec
+    run_dir: Path
+    notebook: Path
+    shipper: Shipper | None = None
+    merged: MergeCounts = field(default_factory=MergeCounts)
 
-    ran: list[str] = []
-    failed: dict[str, str] = {}
-    merged = MergeCounts()
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
+    def run_phase(self, phase: Sequence[Point]) -> Iterator[tuple[Point, str | None]]:
+        """Submit the phase's points; yield each as the cluster finishes it."""
+        from distributed import as_completed
 
-        bar = tqdm(total=len(todo), desc=f"sweep {spec.name} ({facts.workers} Dask workers)",
-                   unit="point")
-    firsts: dict[str, Point] = {}
-    for p in todo:
-        firsts.setdefault(p.synthesis_key, p)
-    phases = [list(firsts.values()), [p for p in todo if p not in firsts.values()]]
-    if facts.transport == "shipped" and shipper is None:
-        shipper = Shipper(client, cache)
-    for phase in phases:
-        if not phase:
-            continue
-        if shipper is not None:  # what is new in the cache: phase 2 meets phase 1's answers
+        from .shipping import shipped_point
+
+        if self.shipper is not None:  # what is new in the cache: phase 2 meets phase 1's
             task: Callable[..., Any] = shipped_point
-            args: tuple[Any, ...] = (spec, shipper.corpus(corpus), shipper.snapshots(), backend)
+            args: tuple[Any, ...] = (self.spec, self.shipper.corpus(self.corpus),
+                                     self.shipper.snapshots(), self.backend)
         else:
-            task, args = _point_task, (spec, corpus, backend, run_dir, notebook)
-        futures = {client.submit(task, p, *args, pure=False,
-                                 key=f"skillsynth-point-{p.id}-{uuid.uuid4().hex[:6]}"): p
+            task, args = _point_task, (self.spec, self.corpus, self.backend, self.run_dir,
+                                       self.notebook)
+        futures = {self.client.submit(task, p, *args, pure=False,
+                                      key=f"skillsynth-point-{p.id}-{uuid.uuid4().hex[:6]}"): p
                    for p in phase}
         for fut in as_completed(futures):
             p = futures[fut]
             try:
                 result = fut.result()
                 error = result["error"]
-                if shipper is not None:
-                    merged += shipper.take_back(result["answers"])
-                    _place_shipped(result["folder"], run_dir / "points", p.id)
+                if self.shipper is not None:
+                    self.merged += self.shipper.take_back(result["answers"])
+                    _place_shipped(result["folder"], self.run_dir / "points", p.id)
             except Exception as exc:  # noqa: BLE001 (a task the cluster gave up on)
                 error = f"{type(exc).__name__}: {exc}"
-            if error is None:
-                ran.append(p.id)
-                if on_point is not None:
-                    on_point(p.id)
-            else:
-                failed[p.id] = error[:2000]
-                log(f"point {p.id} failed: {failed[p.id].splitlines()[0]}")
-            if bar is not None:
-                bar.update(1)
-    if bar is not None:
-        bar.close()
-    for stale in (run_dir / "points").glob(".staging-*"):  # lost workers' attempts
-        shutil.rmtree(stale, ignore_errors=True)
-    if merged.conflicts:
-        log(f"{merged.conflicts} answer(s) came back from two workers differently; the first "
-            "stored is kept, the points that used the other are as they ran")
-    return ran, failed, merged
+            yield p, error
+
+    def finish(self, log: Callable[[str], Any]) -> None:
+        """After the last phase: lost workers' staging folders go; conflicts are said."""
+        for stale in (self.run_dir / "points").glob(".staging-*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        if self.merged.conflicts:
+            log(f"{self.merged.conflicts} answer(s) came back from two workers differently; "
+                "the first stored is kept, the points that used the other are as they ran")
 
 
 def _place_shipped(folder: bytes | None, points: Path, point_id: str) -> None:

@@ -29,8 +29,7 @@ import functools
 import json
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +44,11 @@ from ..point.options import PointOptions
 from ..point.record import RunRecord, utc_now
 from ..point.run import SUMMARY
 from ..point.split import FamilyRule, family_of
-from .execute import execute_point, failure_text
 from .notebooks import find_notebook
 from .results_url import is_url
 from .shipping import MergeCounts, Shipper
 from .spec import GRID_KEYS, RUN_ONLY_KEYS, Point, SweepSpec, expand_points
+from .transport import ThreadPool, run_points
 
 __all__ = [
     "GRID_KEYS",
@@ -277,12 +276,7 @@ def run_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval/
     t0 = time.perf_counter()
     started = utc_now()
     run_dir = (Path(results_root) / spec.name).resolve()
-    spec_file = run_dir / "spec.yaml"
-    spec_text = yaml.safe_dump(spec.as_dict(), sort_keys=True)
-    if spec_file.exists() and (_identity(spec_file.read_text(encoding="utf-8"))
-                               != _identity(spec_text)):
-        raise ConfigError(f"{run_dir} holds a run of a different spec; give this sweep another "
-                          "name or remove the folder", source=str(spec_file))
+    spec_text = _check_resume(spec, run_dir)
     notebook = find_notebook("sweep_point.ipynb")
     points = expand_points(spec)
     todo = [p for p in points if not (run_dir / "points" / p.id / SUMMARY).exists()]
@@ -290,77 +284,27 @@ def run_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval/
     n_workers = max(1, min(workers or spec.workers, len(todo) or 1))
     cache_path = cache or str(default_cache_path())
     with contextlib.ExitStack() as stack:
-        client = facts = None
-        if cluster is not None:  # first: an unreachable scheduler fails before anything runs
-            from .dask_cluster import CONNECT_TIMEOUT_S, check_workers, open_cluster
-
-            client, local = stack.enter_context(open_cluster(
-                cluster, workers=n_workers, timeout_s=connect_timeout_s or CONNECT_TIMEOUT_S))
-        (run_dir / "points").mkdir(parents=True, exist_ok=True)
-        Path(cache_path).parent.mkdir(parents=True, exist_ok=True)
-        if client is not None:
-            facts = check_workers(client, str(cluster), local,
-                                  writable=[run_dir / "points", Path(cache_path).parent],
-                                  cache=cache_path, transport=transport)
-            log(f"Dask: {facts.workers} worker(s) on {', '.join(facts.hosts)}; points "
-                f"{'travel through the scheduler' if facts.transport == 'shipped' else 'are written in place'}"
-                f" ({facts.transport} transport)")
-        spec_file.write_text(spec_text, encoding="utf-8")
+        site = _Site.open(stack, spec, run_dir, cache_path, cluster=cluster, workers=n_workers,
+                          connect_timeout_s=connect_timeout_s, transport=transport, log=log)
+        (run_dir / "spec.yaml").write_text(spec_text, encoding="utf-8")
         if skipped:
             log(f"{len(skipped)} of {len(points)} point(s) already done; running {len(todo)}")
-        corpus = (None if spec.options.history == "live"
-                  else _build_corpus(spec, run_dir, log).resolve())
-        if client is not None and facts is not None and not facts.local:
-            from .backends import register_model_servers
-
-            backend = _backend_spec(spec, cache_path)  # the workers resolve the models
-            register_model_servers(client, backend)
-        else:
-            backend = stack.enter_context(_shared_backend(spec, cache_path))
-        shipped = facts is not None and facts.transport == "shipped"
-        shipper = Shipper(client, cache_path) if shipped else None
-        merged = None
-        if corpus is None and shipper is not None:
-            corpus, merged = _shipped_live_corpus(client, spec, run_dir, backend, shipper)
-        if corpus is None:  # the agent's own runs are the corpus: they need the model
-            if client is not None and facts is not None and not facts.local:
-                from .backends import on_worker
-
-                live = functools.partial(_live_corpus, progress=False, log=print)
-                corpus = client.submit(on_worker, live, backend, spec, run_dir,
-                                       pure=False).result().resolve()
-            else:
-                corpus = _live_corpus(spec, run_dir, backend, progress, log).resolve()
+        # an imported corpus is built before any model starts (a bad one fails fast)
+        corpus = None if spec.options.history == "live" else \
+            _build_corpus(spec, run_dir, log).resolve()
+        site.start_models(stack, spec, cache_path)
+        corpus = corpus or _live_corpus_at(site, spec, run_dir, progress, log)
         if not (run_dir / "similarity.json").exists():
-            if shipper is not None:
-                sims, answers = _shipped_similarities(client, corpus, spec, backend, shipper)
-                merged = answers + (merged or MergeCounts())
-            elif client is not None and facts is not None and not facts.local:
-                from .backends import on_worker
-
-                sims = client.submit(on_worker, _similarities, backend, corpus,
-                                     spec.options.seed, spec.options.family,
-                                     pure=False).result()
-            else:
-                sims = _similarities(corpus, spec.options.seed, spec.options.family,
-                                     backend=backend)
+            sims = _similarities_at(site, corpus, spec)
             (run_dir / "similarity.json").write_text(json.dumps(sims), encoding="utf-8")
-        if facts is not None:
-            from .dask_cluster import run_points_on_cluster
-
-            ran, failed, in_points = run_points_on_cluster(
-                client, facts, todo, spec, corpus, backend, run_dir, notebook, progress, log,
-                cache=cache_path, on_point=on_point, shipper=shipper)
-            if shipped:
-                merged = in_points + (merged or MergeCounts())
-        else:
-            ran, failed = _run_points(todo, spec, corpus, backend, run_dir, notebook,
-                                      n_workers, progress, log, on_point)
+        ran, failed = site.run_points(todo, spec, corpus, run_dir, notebook, n_workers,
+                                      progress, log, on_point)
     summary = aggregate(run_dir, points, spec, started_utc=started)
     summary["failed"] = failed
     ran_summaries = [s for s in summary["points"] if s["id"] in ran]
     llm_calls = sum(s["llm_calls"] for s in ran_summaries)
     cache_hits = sum(s["cache_hits"] for s in ran_summaries)
+    facts, merged = site.facts, site.merged
     # this invocation's model traffic (a resumed sweep's earlier points are in their own)
     summary["this_run"] = {"ran": list(ran), "llm_calls": llm_calls, "cache_hits": cache_hits,
                            "executor": "thread pool" if facts is None else "dask",
@@ -376,6 +320,127 @@ def run_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval/
                        workers=n_workers if facts is None else facts.workers,
                        transport=None if facts is None else facts.transport,
                        answers_returned=merged)
+
+
+def _check_resume(spec: SweepSpec, run_dir: Path) -> str:
+    """The spec as ``spec.yaml`` holds it; refuses a run folder of another spec."""
+    spec_file = run_dir / "spec.yaml"
+    spec_text = yaml.safe_dump(spec.as_dict(), sort_keys=True)
+    if spec_file.exists() and (_identity(spec_file.read_text(encoding="utf-8"))
+                               != _identity(spec_text)):
+        raise ConfigError(f"{run_dir} holds a run of a different spec; give this sweep another "
+                          "name or remove the folder", source=str(spec_file))
+    return spec_text
+
+
+@dataclass
+class _Site:
+    """Where a sweep's work runs: this machine (no ``client``), or a Dask cluster whose
+    workers share this host (``facts.local``) or not, the shipped transport's ``shipper``
+    carrying what they need. Answers to one question: does a model call run here?"""
+
+    client: Any = None
+    facts: Any = None
+    shipper: Shipper | None = None
+    merged: MergeCounts | None = None
+    backend: BackendSpec = field(default_factory=lambda: BackendSpec("local"))
+
+    @classmethod
+    def open(cls, stack: contextlib.ExitStack, spec: SweepSpec, run_dir: Path,
+             cache_path: str, *, cluster: str | None, workers: int,
+             connect_timeout_s: float | None, transport: str, log: Any) -> _Site:
+        """Reach the cluster (first: an unreachable scheduler fails before anything runs)
+        and check its workers; the models start later (:meth:`start_models`)."""
+        client = facts = None
+        if cluster is not None:
+            from .dask_cluster import CONNECT_TIMEOUT_S, check_workers, open_cluster
+
+            client, local = stack.enter_context(open_cluster(
+                cluster, workers=workers, timeout_s=connect_timeout_s or CONNECT_TIMEOUT_S))
+        (run_dir / "points").mkdir(parents=True, exist_ok=True)
+        Path(cache_path).parent.mkdir(parents=True, exist_ok=True)
+        if client is not None:
+            facts = check_workers(client, str(cluster), local,
+                                  writable=[run_dir / "points", Path(cache_path).parent],
+                                  cache=cache_path, transport=transport)
+            log(f"Dask: {facts.workers} worker(s) on {', '.join(facts.hosts)}; points "
+                f"{'travel through the scheduler' if facts.transport == 'shipped' else 'are written in place'}"
+                f" ({facts.transport} transport)")
+        shipper = Shipper(client, cache_path) \
+            if facts is not None and facts.transport == "shipped" else None
+        return cls(client, facts, shipper)
+
+    def start_models(self, stack: contextlib.ExitStack, spec: SweepSpec, cache_path: str
+                     ) -> None:
+        """Start the models here, or have each remote worker start its own."""
+        if self.remote:
+            from .backends import register_model_servers
+
+            self.backend = _backend_spec(spec, cache_path)  # the workers resolve the models
+            register_model_servers(self.client, self.backend)
+        else:
+            self.backend = stack.enter_context(_shared_backend(spec, cache_path))
+
+    @property
+    def remote(self) -> bool:
+        """Model calls run on Dask workers on other hosts, with the backend they resolve."""
+        return self.facts is not None and not self.facts.local
+
+    def on_worker(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``fn(*args, backend=..., **kwargs)`` on a worker (remote) or here."""
+        if self.remote:
+            from .backends import on_worker
+
+            return self.client.submit(on_worker, functools.partial(fn, **kwargs),
+                                      self.backend, *args, pure=False).result()
+        return fn(*args, backend=self.backend, **kwargs)
+
+    def take_back(self, answers: MergeCounts) -> None:
+        self.merged = answers + (self.merged or MergeCounts())
+
+    def run_points(self, todo: Sequence[Point], spec: SweepSpec, corpus: Path, run_dir: Path,
+                   notebook: Path, workers: int, progress: bool, log: Any,
+                   on_point: Callable[[str], None] | None) -> tuple[list[str], dict[str, str]]:
+        """The points through this site's transport (:func:`~.transport.run_points`)."""
+        if self.facts is None:
+            pool = ThreadPool(spec, corpus, self.backend, run_dir, notebook, workers)
+            return run_points(todo, pool, label=f"sweep {spec.name}", progress=progress,
+                              log=log, on_point=on_point)
+        from .dask_cluster import DaskPoints
+
+        dask = DaskPoints(self.client, self.facts, spec, corpus, self.backend, run_dir,
+                          notebook, self.shipper)
+        ran, failed = run_points(todo, dask, progress=progress, log=log, on_point=on_point,
+                                 label=f"sweep {spec.name} ({self.facts.workers} Dask workers)")
+        dask.finish(log)
+        if self.shipper is not None:
+            self.take_back(dask.merged)
+        return ran, failed
+
+
+def _live_corpus_at(site: _Site, spec: SweepSpec, run_dir: Path, progress: bool, log: Any
+                    ) -> Path:
+    """The agent's own runs as the corpus: they need the model, so they run where the
+    models do."""
+    if site.shipper is not None:
+        corpus, merged = _shipped_live_corpus(site.client, spec, run_dir, site.backend,
+                                              site.shipper)
+        site.take_back(merged)
+        return corpus
+    if site.remote:
+        return Path(site.on_worker(_live_corpus, spec, run_dir, progress=False,
+                                   log=print)).resolve()
+    return _live_corpus(spec, run_dir, site.backend, progress, log).resolve()
+
+
+def _similarities_at(site: _Site, corpus: Path, spec: SweepSpec) -> dict[str, Any]:
+    """The corpus's goal similarities, embedded where the models run."""
+    if site.shipper is not None:
+        sims, answers = _shipped_similarities(site.client, corpus, spec, site.backend,
+                                              site.shipper)
+        site.take_back(answers)
+        return sims
+    return dict(site.on_worker(_similarities, corpus, spec.options.seed, spec.options.family))
 
 
 def _run_sweep_at_url(spec: SweepSpec, url: str, mirror: str | Path | None,
@@ -405,48 +470,6 @@ def _identity(spec_yaml: str) -> dict[str, Any]:
     defaults = PointOptions().to_json()
     return {k: v for k, v in yaml.safe_load(spec_yaml).items()
             if k not in RUN_ONLY_KEYS and not (k in defaults and v == defaults[k])}
-
-
-def _run_points(todo: Sequence[Point], spec: SweepSpec, corpus: Path, backend: BackendSpec,
-                run_dir: Path, notebook: Path, workers: int, progress: bool, log: Any,
-                on_point: Callable[[str], None] | None = None
-                ) -> tuple[list[str], dict[str, str]]:
-    """Execute points in parallel workers; the ids that ran and the errors of those that failed.
-
-    Points that share a synthesis (same strategy and synthesis thresholds) would ask the
-    model the same questions; one of each runs first, the rest after, so the rest are cache
-    hits rather than concurrent duplicate requests.
-    """
-    ran: list[str] = []
-    failed: dict[str, str] = {}
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(todo), desc=f"sweep {spec.name}", unit="point")
-    firsts: dict[str, Point] = {}
-    for p in todo:
-        firsts.setdefault(p.synthesis_key, p)
-    phases = [list(firsts.values()), [p for p in todo if p not in firsts.values()]]
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        for phase in phases:
-            futures = {pool.submit(execute_point, p, spec, corpus, backend,
-                                   run_dir / "points" / p.id, notebook): p for p in phase}
-            for fut in as_completed(futures):
-                p = futures[fut]
-                try:
-                    fut.result()
-                    ran.append(p.id)
-                    if on_point is not None:
-                        on_point(p.id)
-                except Exception as exc:  # noqa: BLE001 (one failed point must not stop the others)
-                    failed[p.id] = failure_text(exc)[:2000]
-                    log(f"point {p.id} failed: {failed[p.id].splitlines()[0]}")
-                if bar is not None:
-                    bar.update(1)
-    if bar is not None:
-        bar.close()
-    return ran, failed
 
 
 def aggregate(run_dir: Path, points: Sequence[Point], spec: SweepSpec, *,
