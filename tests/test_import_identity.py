@@ -189,7 +189,7 @@ def test_two_agents_tau2_files_of_one_task_stay_apart_and_a_bare_list_copy_is_re
 
 def test_a_corpus_built_with_file_and_position_ids_is_not_given_second_copies(tmp_path):
     # corpora built before content ids named a tau-bench session by file name and
-    # position, a tau2 one by its simulation id; both are read as they are
+    # position, a tau2 one by its simulation id; both are read as they are, never renamed
     items = [_tb_item(t) for t in range(3)]
     src = _dump(tmp_path / "old.json", items)
     db = tmp_path / "c.db"
@@ -207,6 +207,17 @@ def test_a_corpus_built_with_file_and_position_ids_is_not_given_second_copies(tm
     rep = import_corpus("taubench", src, db)
     assert (rep.sessions_imported, rep.already_present, rep.labels_completed) == (0, 3, 1)
     assert _consistent(db) == before == set(legacy.values())
+    rows = _rows(db)
+    # a renamed, truncated copy: its old ids differ, what the store holds of them does not
+    text = src.read_text()
+    cut = tmp_path / "renamed-cut.json"
+    cut.write_text(text[: text.index("result", len(text) * 3 // 4)])
+    rep = import_corpus("taubench", cut, db, skip_bad=True)
+    assert (rep.sessions_imported, rep.already_present) == (0, 2) and _rows(db) == rows
+    # while another run of the same task and trial is a new session
+    other = _tb_item(0, agent="agent-b", n_calls=1)
+    assert import_corpus("taubench", _dump(tmp_path / "b.json", [other]), db
+                         ).sessions_imported == 1
 
     sims = [_sim(n) for n in range(2)]
     db2 = tmp_path / "t2.db"

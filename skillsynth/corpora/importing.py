@@ -7,9 +7,9 @@ error naming file, record and field, or, with ``skip_bad``, becomes a counted sk
 interrupted import can simply be run again. A session's id comes from its content (the
 format's own identifying fields and a digest of its messages and calls), so the same
 trajectories imported again from a renamed, truncated or merged copy are recognised too;
-an id an earlier release gave the session (:attr:`SessionRecord.aliases`) counts as
-present as well, so corpora built before content ids are never given a second copy of a
-session from the same file.
+an id an earlier release gave the session counts as present as well (see
+:mod:`~skillsynth.corpora.legacy`), so corpora built before content ids are never given a
+second copy of a session either.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from ..store import MemoryStore, ToolCall, now_iso
 from .gaiadb import read_gaia_db
 from .jsonl import read_jsonl
 from .labels import LabelStore, labels_path_for
+from .legacy import legacy_taubench_index, record_stored_key
 from .records import BadRecord, SessionRecord
 from .tau2 import load_tasks, read_tau2
 from .taubench import read_taubench
@@ -189,6 +190,8 @@ def _import(fmt: str, files: list[Path], db: Path, lab: Path, tasks: str | Path 
         # twice; its label is added on the re-run.
         in_db = {r[0] for r in store.execute(
             "SELECT session_id FROM tool_history UNION SELECT session_id FROM conversations")}
+        # tau-bench sessions an earlier release named by file name and position
+        old = legacy_taubench_index(store, labels) if fmt == "taubench" else {}
         # synthetic clocks start after the sessions of other sources; sessions of these
         # same files (an interrupted run being resumed) do not move them, so a resumed
         # import writes the timestamps an uninterrupted one would have
@@ -202,7 +205,7 @@ def _import(fmt: str, files: list[Path], db: Path, lab: Path, tasks: str | Path 
                         raise rec.error
                     _skip(report, rec)
                     continue
-                known = _known_as(rec, present, in_db)
+                known = _known_as(rec, present, in_db, old)
                 if known is not None:
                     if known not in present:  # in memory.db only: a kill lost its label
                         labels.add([replace(rec.label, session_id=known)])
@@ -250,13 +253,14 @@ def _import(fmt: str, files: list[Path], db: Path, lab: Path, tasks: str | Path 
                            if isinstance(v, int)}})
 
 
-def _known_as(rec: SessionRecord, present: set[str], in_db: set[str]) -> str | None:
-    """The id under which ``rec`` is already in the corpus (its own, else an alias an
-    earlier release gave it), or None."""
+def _known_as(rec: SessionRecord, present: set[str], in_db: set[str],
+              old: dict[str, str]) -> str | None:
+    """The id under which ``rec`` is already in the corpus (its own, else an id an
+    earlier release gave it: by alias, or by what the store holds of it), or None."""
     for sid in (rec.session_id, *rec.aliases):
         if sid in present or sid in in_db:
             return sid
-    return None
+    return old.get(record_stored_key(rec)) if old else None
 
 
 def _skip(report: ImportReport, rec: BadRecord) -> None:
