@@ -9,6 +9,9 @@ an element that an unterminated string swallowed. When no next element exists (a
 file, a break in the last element), the rest of the array is a stretch that could not be
 read, and the caller reports its size. A malformed last element whose brackets balance
 (strings and escapes respected) still ends where they close, before the list's ``]``.
+Records inside a skipped stretch are counted by how this file's elements open (their first
+key, and the second when the first holds a scalar: ``{"task_id": 3, "reward":``), which
+objects nested in a record do not share.
 """
 
 from __future__ import annotations
@@ -44,8 +47,8 @@ class Gap:
         message: why the first element in it did not parse (json's wording, with position).
         start, end: character offsets of the stretch (``end``: where reading resumed, or
             the end of the text).
-        records: how many element starts the stretch holds (at least 1, except when the
-            text ends right where an element should start).
+        records: how many element starts the stretch holds (0 when it begins after a
+            whole element, as a stray bracket does, or where a cut text ends).
         resumed: whether reading resumed after it; False means the rest of the text is the
             stretch (a truncated file, or a break in the last element).
     """
@@ -63,14 +66,12 @@ class ArrayReader:
     :class:`Gap`; :attr:`end` is the offset after its ``]`` once read, None if it never
     closed.
 
-    ``is_element``: whether a parsed object is one of the format's records (what makes a
-    resynchronisation point trustworthy: an object nested inside the broken element is not
-    one).
+    ``text[pos]`` must be ``[``. ``is_element``: whether a parsed object is one of the
+    format's records (what makes a resynchronisation point trustworthy: an object nested
+    inside the broken element is not one).
     """
 
     def __init__(self, text: str, pos: int, is_element: Callable[[Any], bool]):
-        if pos >= len(text) or text[pos] != "[":
-            raise ValueError("the array must start at pos")
         self.text, self.pos, self.is_element = text, pos, is_element
         self.end: int | None = None
         self._opener: re.Pattern[str] | None = None
