@@ -17,6 +17,9 @@ __all__ = ["register"]
 
 #: Skipped records printed one by one (``--json`` carries every one).
 _SHOW = 20
+#: Exit status of an import that kept what it could read but left part of a file unread
+#: (``--skip-bad`` over a cut file): not a failure, not a whole import either.
+EXIT_PARTIAL = 3
 
 
 def _corpus_generate(args: argparse.Namespace) -> int:
@@ -36,9 +39,10 @@ def _corpus_import(args: argparse.Namespace) -> int:
     rep = import_corpus(args.format, args.src, args.db, tasks=args.tasks,
                         skip_bad=args.skip_bad, labels_path=args.labels,
                         progress=not args.json and sys.stderr.isatty())
+    done = EXIT_PARTIAL if rep.status == "partial" else EXIT_OK
     if args.json:
         print_json(rep.as_dict())
-        return EXIT_OK
+        return done
     print(f"imported {rep.sessions_imported} sessions ({rep.calls_imported} tool calls) from "
           f"{len(rep.files)} file(s) into {rep.db_path}; labels in {rep.labels_path}")
     for what, n in (("sessions without a tool call (no tool_history rows)",
@@ -54,11 +58,16 @@ def _corpus_import(args: argparse.Namespace) -> int:
         print(f"  no record in {f}")
     if rep.skipped:
         shown = rep.skipped[:_SHOW]
-        print(f"  {len(rep.skipped)} bad records skipped"
+        print(f"  {rep.records_skipped} bad records skipped"
               + (f" (the first {_SHOW}; --json lists all):" if len(rep.skipped) > _SHOW else ":"))
         for s in shown:
-            print(f"    {s['error']}")
-    return EXIT_OK
+            held = "" if s["records"] == 1 else f" [{s['records']} records]"
+            print(f"    {s['error']}{held}")
+    if rep.partial_files:
+        print(f"  partial import: {rep.unread_bytes} bytes of {', '.join(rep.partial_files)} "
+              "could not be read (no later record could be found); exit status "
+              f"{EXIT_PARTIAL}")
+    return done
 
 
 def _corpus_stats(args: argparse.Namespace) -> int:

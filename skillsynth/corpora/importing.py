@@ -3,8 +3,13 @@
 One transaction per session: a session is written whole or not at all, and sessions
 already written stay when a later record is bad. A bad record stops the import with an
 error naming file, record and field, or, with ``skip_bad``, becomes a counted skip in the
-:class:`ImportReport`. Sessions already in the corpus (same id) are left alone and
-counted, so an interrupted import can simply be run again.
+:class:`ImportReport`. Sessions already in the corpus are left alone and counted, so an
+interrupted import can simply be run again. A session's id comes from its content (the
+format's own identifying fields and a digest of its messages and calls), so the same
+trajectories imported again from a renamed, truncated or merged copy are recognised too;
+an id an earlier release gave the session counts as present as well (see
+:mod:`~skillsynth.corpora.legacy`), so corpora built before content ids are never given a
+second copy of a session either.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -25,6 +30,7 @@ from ..store import MemoryStore, ToolCall, now_iso
 from .gaiadb import read_gaia_db
 from .jsonl import read_jsonl
 from .labels import LabelStore, labels_path_for
+from .legacy import legacy_taubench_index, record_stored_key
 from .records import BadRecord, SessionRecord
 from .tau2 import load_tasks, read_tau2
 from .taubench import read_taubench
@@ -43,7 +49,15 @@ LOG_LIMIT = 10
 
 @dataclass
 class ImportReport:
-    """What an import read, wrote and skipped."""
+    """What an import read, wrote and skipped.
+
+    ``skipped``: one entry per bad record or unreadable stretch (file, record, field,
+    error; ``records``, how many records it held, ``bytes``, its size where it could not
+    be parsed at all, ``resumed``, whether reading went on after it). ``records_skipped``
+    sums ``records``. Where reading could not resume (a cut file, a break in a list's
+    last element), ``unread_bytes`` and ``partial_files`` say how much was not read and
+    ``status`` is ``partial``.
+    """
 
     format: str
     db_path: str
@@ -58,6 +72,9 @@ class ImportReport:
     labels_completed: int = 0
     empty_files: list[str] = field(default_factory=list)
     skipped: list[dict[str, Any]] = field(default_factory=list)
+    records_skipped: int = 0
+    unread_bytes: int = 0
+    partial_files: list[str] = field(default_factory=list)
     flags: dict[str, int] = field(default_factory=dict)
     status: str = "ok"
 
@@ -173,6 +190,8 @@ def _import(fmt: str, files: list[Path], db: Path, lab: Path, tasks: str | Path 
         # twice; its label is added on the re-run.
         in_db = {r[0] for r in store.execute(
             "SELECT session_id FROM tool_history UNION SELECT session_id FROM conversations")}
+        # tau-bench sessions an earlier release named by file name and position
+        old = legacy_taubench_index(store, labels) if fmt == "taubench" else {}
         # synthetic clocks start after the sessions of other sources; sessions of these
         # same files (an interrupted run being resumed) do not move them, so a resumed
         # import writes the timestamps an uninterrupted one would have
@@ -184,20 +203,15 @@ def _import(fmt: str, files: list[Path], db: Path, lab: Path, tasks: str | Path 
                 if isinstance(rec, BadRecord):
                     if not skip_bad:
                         raise rec.error
-                    err = rec.error
-                    report.skipped.append({"file": err.file, "record": err.record,
-                                           "field": err.field, "error": str(err)})
-                    if len(report.skipped) <= LOG_LIMIT:  # the report keeps them all
-                        log.warning("skipped: %s", err)
+                    _skip(report, rec)
                     continue
-                if rec.session_id in present:
+                known = _known_as(rec, present, in_db, old)
+                if known is not None:
+                    if known not in present:  # in memory.db only: a kill lost its label
+                        labels.add([replace(rec.label, session_id=known)])
+                        present.add(known)
+                        report.labels_completed += 1
                     report.already_present += 1
-                    continue
-                if rec.session_id in in_db:
-                    labels.add([rec.label])
-                    present.add(rec.session_id)
-                    report.already_present += 1
-                    report.labels_completed += 1
                     continue
                 write_session(store, rec)
                 labels.add([rec.label])
@@ -219,6 +233,10 @@ def _import(fmt: str, files: list[Path], db: Path, lab: Path, tasks: str | Path 
             if len(report.skipped) > LOG_LIMIT:
                 log.warning("... and %d more bad records skipped (all in the report)",
                             len(report.skipped) - LOG_LIMIT)
+            if report.partial_files:
+                report.status = "partial"
+                log.warning("partial import: %d byte(s) of %s could not be read",
+                            report.unread_bytes, ", ".join(report.partial_files))
         except BaseException:
             report.status = "failed"
             raise
@@ -233,6 +251,32 @@ def _import(fmt: str, files: list[Path], db: Path, lab: Path, tasks: str | Path 
                                                      "sha256": file_sha256(tasks)},
                 "counts": {k: v for k, v in report.as_dict().items()
                            if isinstance(v, int)}})
+
+
+def _known_as(rec: SessionRecord, present: set[str], in_db: set[str],
+              old: dict[str, str]) -> str | None:
+    """The id under which ``rec`` is already in the corpus (its own, else an id an
+    earlier release gave it: by alias, or by what the store holds of it), or None."""
+    for sid in (rec.session_id, *rec.aliases):
+        if sid in present or sid in in_db:
+            return sid
+    return old.get(record_stored_key(rec)) if old else None
+
+
+def _skip(report: ImportReport, rec: BadRecord) -> None:
+    """Count a bad record (``skip_bad``): exactly the records it held, and, where reading
+    could not resume after it, the bytes left unread."""
+    err = rec.error
+    report.skipped.append({"file": err.file, "record": err.record, "field": err.field,
+                           "error": str(err), "records": rec.records, "bytes": rec.bytes,
+                           "resumed": rec.resumed})
+    report.records_skipped += rec.records
+    if not rec.resumed:
+        report.unread_bytes += rec.bytes
+        if err.file and err.file not in report.partial_files:
+            report.partial_files.append(err.file)
+    if len(report.skipped) <= LOG_LIMIT:  # the report keeps them all
+        log.warning("skipped: %s", err)
 
 
 def write_session(store: MemoryStore, rec: SessionRecord) -> None:

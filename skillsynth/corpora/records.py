@@ -10,9 +10,10 @@ counted skip, and writes each good session in one transaction.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any
 
 from ..errors import CorpusFormatError
 from ..store import serialize_args
+from .jsonscan import ArrayReader, Gap, Item, byte_length, error_text, skip_ws
 from .labels import SessionLabel
 
 __all__ = [
@@ -35,6 +37,7 @@ __all__ = [
     "TurnRecord",
     "args_text",
     "check_text",
+    "content_digest",
     "iso",
     "json_error_text",
     "need",
@@ -81,13 +84,25 @@ class SessionRecord:
     calls: tuple[CallRecord, ...]
     turns: tuple[TurnRecord, ...]
     label: SessionLabel
+    #: ids earlier skillsynth releases gave this same session (from file name and
+    #: position), so that corpora they built recognise it on a re-import
+    aliases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class BadRecord:
-    """A record that could not be parsed; ``error`` names file, record and field."""
+    """A record that could not be parsed; ``error`` names file, record and field.
+
+    For a stretch of a file that could not be read at all (malformed JSON): ``records``,
+    how many records it held (normally 1; 0 when a cut file ends where one would start),
+    ``bytes``, its size, and ``resumed``, whether reading went on after it (False: the
+    rest of the file was not read, so the import is partial).
+    """
 
     error: CorpusFormatError
+    records: int = 1
+    bytes: int = 0
+    resumed: bool = True
 
 
 class SourceFile:
@@ -126,93 +141,35 @@ class SourceFile:
             raise self.error(f"not valid JSON ({json_error_text(exc)})",
                              field="document") from exc
 
-    def array_items(self) -> Iterator[tuple[int, Any] | CorpusFormatError]:
+    def array_items(self, is_element: Callable[[Any], bool]
+                    ) -> Iterator[tuple[int, Any] | BadRecord]:
         """The items of a top-level JSON array, one at a time.
 
-        A broken item yields its error and reading goes on after it (the item's brackets,
-        read with strings respected, say where it ends), so one bad record never costs the
-        valid ones after it. A file cut off mid-way (a crashed benchmark run) still yields
-        every complete item before the cut, then the error for the broken one.
+        A malformed item yields a :class:`BadRecord` and reading resumes at the next whole
+        item (see :mod:`~skillsynth.corpora.jsonscan`), so one bad record never costs the
+        valid ones after it. A file cut off mid-way still yields every complete item
+        before the cut, then a bad record for the rest, which says how much was unread.
+        ``is_element``: whether a parsed object is one of the format's records.
         """
-        text, dec = self.text, json.JSONDecoder()
-        pos = _skip_ws(text, 0)
-        if pos >= len(text) or text[pos] != "[":
-            yield self.error("expected a JSON list of trajectories", field="document")
+        pos = skip_ws(self.text, 0)
+        if pos >= len(self.text) or self.text[pos] != "[":
+            yield BadRecord(self.error("expected a JSON list of trajectories",
+                                       field="document"), resumed=False)
             return
-        pos, i = _skip_ws(text, pos + 1), 0
-        if pos < len(text) and text[pos] == "]":
-            return
-        while True:
-            try:
-                item, end = dec.raw_decode(text, pos)
-            except json.JSONDecodeError as exc:
-                skip = _value_end(text, pos)
-                yield self.error(f"not valid JSON ({json_error_text(exc)})"
-                                 + ("" if skip is not None else "; the file may be truncated"),
-                                 record=i)
-                if skip is None:
-                    return
-                pos, i = _skip_ws(text, skip), i + 1
-                if pos < len(text) and text[pos] == ",":
-                    pos = _skip_ws(text, pos + 1)
-                    continue
-                return
-            pos = end
-            yield i, item
-            i += 1
-            pos = _skip_ws(text, pos)
-            if pos < len(text) and text[pos] == ",":
-                pos = _skip_ws(text, pos + 1)
-                continue
-            if pos < len(text) and text[pos] == "]":
-                return
-            yield self.error("expected ',' or ']' after the item; the file may be truncated",
-                             record=i)
-            return
+        for item in ArrayReader(self.text, pos, is_element):
+            yield (item.index, item.value) if isinstance(item, Item) else \
+                self.gap_record(item, item.index)
+
+    def gap_record(self, gap: Gap, record: int | str | None) -> BadRecord:
+        """The bad record for a stretch the reader could not parse."""
+        hint = "" if gap.resumed else "; the file may be truncated"
+        return BadRecord(self.error(gap.message + hint, record=record), records=gap.records,
+                         bytes=byte_length(self.text, gap.start, gap.end),
+                         resumed=gap.resumed)
 
 
-def json_error_text(exc: json.JSONDecodeError, *, line: bool = True) -> str:
-    """Where and why JSON failed to parse, as one phrase: ``Expecting value at line 3
-    column 7``.
-
-    Some of json's messages end in "at" themselves (``Unterminated string starting at``,
-    ``Invalid control character at``); the position is appended to them once, so no
-    message reads "at at column". ``line=False`` leaves the line out (one-line records).
-    """
-    msg = exc.msg.removesuffix(" at")
-    where = f"line {exc.lineno} column {exc.colno}" if line else f"column {exc.colno}"
-    return f"{msg} at {where}"
-
-
-def _value_end(text: str, pos: int) -> int | None:
-    """Where the bracketed value starting at ``pos`` ends (strings respected), or None."""
-    if pos >= len(text) or text[pos] not in "[{":
-        return None
-    depth, in_str, esc = 0, False, False
-    for j in range(pos, len(text)):
-        ch = text[j]
-        if in_str:
-            if esc:
-                esc = False
-            elif ch == "\\":
-                esc = True
-            elif ch == '"':
-                in_str = False
-        elif ch == '"':
-            in_str = True
-        elif ch in "[{":
-            depth += 1
-        elif ch in "]}":
-            depth -= 1
-            if depth == 0:
-                return j + 1
-    return None
-
-
-def _skip_ws(text: str, pos: int) -> int:
-    while pos < len(text) and text[pos] in " \t\r\n":
-        pos += 1
-    return pos
+#: json's syntax errors as one phrase (kept here for the readers that import it).
+json_error_text = error_text
 
 
 def check_text(value: Any, path: str = "") -> None:
@@ -302,6 +259,17 @@ SESSION_NAMESPACE = uuid.UUID("6f1c2a4e-8d53-5b0e-9a61-2f7d3c9b4e10")
 def session_uuid(*parts: object) -> str:
     """A stable, opaque session id (GAIA's are uuid4 strings) from a source's natural key."""
     return str(uuid.uuid5(SESSION_NAMESPACE, "|".join(map(str, parts))))
+
+
+def content_digest(value: Any) -> str:
+    """sha256 of ``value`` as canonical JSON (sorted keys, no whitespace).
+
+    Part of a session's id, so that the same trajectory read from any file, however that
+    file was formatted or named, gets the same id, and two runs that differ anywhere in
+    their messages or calls get two. ``value`` must have passed :func:`check_text`.
+    """
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -6,16 +6,19 @@ Each simulation is one session. Its goal is its task's ``user_scenario.instructi
 since task versions differ between runs) or else from a tasks file given by the caller
 (``tasks_*.json``, a list). Messages carry real timestamps and tool messages an ``error``
 flag. Calls the user simulator makes (``requestor: user``) are not the agent's and are not
-imported. Attempts are numbered per task by start time once every file is read.
+imported. Attempts are numbered per task by start time once every file is read. A
+session's id is its simulation's content (:func:`session_id`), not its file's name.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from ..errors import CorpusFormatError
+from .jsonscan import ArrayReader, Gap, Item, byte_length, read_object, skip_ws
 from .labels import SessionLabel
 from .records import (
     BadRecord,
@@ -27,6 +30,7 @@ from .records import (
     SourceFile,
     TurnRecord,
     check_text,
+    content_digest,
     iso,
     need,
     pair_calls,
@@ -57,20 +61,16 @@ def load_tasks(path: str | Path) -> dict[str, dict[str, Any]]:
 
 def read_tau2(path: str | Path, *, fallback_tasks: Mapping[str, dict[str, Any]] | None = None,
               first_index: int = 0) -> Iterator[SessionRecord | BadRecord]:
-    """Parse one results file; ``first_index`` offsets synthetic clocks across files."""
+    """Parse one results file; ``first_index`` offsets synthetic clocks across files.
+
+    The ``simulations`` list is read one simulation at a time: a malformed one is a bad
+    record and reading resumes at the next (see :mod:`~skillsynth.corpora.jsonscan`).
+    """
     src = SourceFile(path)
-    try:
-        doc = src.load()
-        if isinstance(doc, list):  # the bare list of simulations some submissions publish
-            doc = {"simulations": doc}
-        if not isinstance(doc, Mapping):
-            raise src.error("expected a results object with 'simulations' (or a list of "
-                            "simulations)", field="document")
-        sims = doc.get("simulations")
-        if not isinstance(sims, list):
-            raise src.error("missing or not a list", field="simulations")
-    except CorpusFormatError as exc:  # the whole file is one bad record
-        yield BadRecord(exc)
+    doc, sims, broken = _document(src)
+    if sims is None:
+        yield broken or BadRecord(src.error("missing or not a list", field="simulations"),
+                                  resumed=False)
         return
     own: dict[str, dict[str, Any]] = {}
     for t in doc.get("tasks") or []:
@@ -78,16 +78,62 @@ def read_tau2(path: str | Path, *, fallback_tasks: Mapping[str, dict[str, Any]] 
             own[str(t["id"])] = dict(t)
     raw_info = doc.get("info")
     info: Mapping[str, Any] = raw_info if isinstance(raw_info, Mapping) else {}
+    values = [x.value for x in sims if isinstance(x, Item)]
     domain = (info.get("environment_info") or {}).get("domain_name") or \
-        _task_domain(sims, own, fallback_tasks or {}) or "unknown"
+        _task_domain(values, own, fallback_tasks or {}) or "unknown"
     agent = (info.get("agent_info") or {}).get("llm")
-    for i, sim in enumerate(sims):
-        record = f"simulations[{i}]"
+    for x in sims:
+        record = f"simulations[{x.index}]"
+        if isinstance(x, Gap):
+            yield src.gap_record(x, record)
+            continue
         try:
-            yield _session(src, record, sim, own, fallback_tasks or {}, str(domain), agent,
-                           first_index + i)
+            yield _session(src, record, x.value, own, fallback_tasks or {}, str(domain), agent,
+                           first_index + x.index)
         except FieldError as exc:
             yield BadRecord(src.error(exc.message, record=record, field=exc.field))
+    if broken is not None:
+        yield broken
+
+
+def is_simulation(value: Any) -> bool:
+    """Whether a parsed object is a simulation (where the reader may resume)."""
+    return isinstance(value, dict) and "id" in value and "messages" in value
+
+
+def session_id(sim_id: str, task_id: str, trial: Any, messages: Any) -> str:
+    """The id of the session a simulation becomes: its own id, task and trial, and a
+    digest of its messages. Nothing from the file around it (name, ``info``) takes part,
+    so the full results file and a bare list of the same simulations agree; two agents'
+    runs differ in their messages (and ids)."""
+    return session_uuid(SOURCE, sim_id, task_id, json.dumps(trial), content_digest(messages))
+
+
+def _document(src: SourceFile) -> tuple[dict[str, Any], list[Item | Gap] | None,
+                                        BadRecord | None]:
+    """The file's members other than ``simulations``, its simulations (None: none could
+    be found), and a bad record for where the document broke outside that list."""
+    text = src.text
+    pos = skip_ws(text, 0)
+    if text.startswith("[", pos):  # the bare list of simulations some submissions publish
+        return {}, list(ArrayReader(text, pos, is_simulation)), None
+    if not text.startswith("{", pos):
+        try:  # not an object: say what json makes of it
+            src.load()
+        except CorpusFormatError as exc:
+            return {}, None, BadRecord(exc, resumed=False)
+        return {}, None, BadRecord(src.error(
+            "expected a results object with 'simulations' (or a list of simulations)",
+            field="document"), resumed=False)
+    doc, sims, broke = read_object(text, pos, "simulations", is_simulation)
+    bad = None
+    if broke is not None:
+        why, at = broke
+        bad = BadRecord(src.error(why + "; nothing after it was read", field="document"),
+                        records=0, bytes=byte_length(text, at, len(text)), resumed=False)
+    elif sims is None and "simulations" in doc:
+        bad = BadRecord(src.error("not a list", field="simulations"), resumed=False)
+    return doc, sims, bad
 
 
 def _task_domain(sims: list[Any], own: Mapping[str, Any], fallback: Mapping[str, Any]
@@ -146,7 +192,7 @@ def _session(src: SourceFile, record: str, sim: Any, own: Mapping[str, Any],
                    "arguments": a.get("arguments") or {}}
                   for k, a in enumerate(crit.get("actions") or [])
                   if a.get("requestor", "assistant") == "assistant")
-    sid = session_uuid(SOURCE, sim_id)
+    sid = session_id(sim_id, task_id, sim.get("trial"), messages)
     label = SessionLabel(
         sid, SOURCE, f"{domain}/{task_id}", None, success=float(reward) >= 1.0,
         reward=float(reward), essential_steps=tuple(a["name"] for a in truth), actions=truth,
@@ -154,7 +200,8 @@ def _session(src: SourceFile, record: str, sim: Any, own: Mapping[str, Any],
         extra={"agent": agent, "trial": sim.get("trial"), "domain": domain,
                "termination_reason": sim.get("termination_reason")},
         source_file=Path(src.name).name, source_record=record)
-    return SessionRecord(sid, tuple(calls), (TurnRecord("user", goal, goal_at),), label)
+    return SessionRecord(sid, tuple(calls), (TurnRecord("user", goal, goal_at),), label,
+                         aliases=(session_uuid(SOURCE, sim_id),))  # the simulation id alone
 
 
 def _goal(task: Any, where: str) -> str:

@@ -5,10 +5,16 @@ user simulator's scenario; ``actions``, the ground-truth calls) and ``traj``, Op
 messages. The goal is the instruction. tau-bench records no timestamps, so they are
 synthesized (monotone, in file order, which is trial-major) and flagged. A tool message
 whose content starts with ``Error`` is a failed call.
+
+A session's id is its content's: task id, trial, and a digest of the task and the whole
+``traj`` (an item names no agent; two agents' runs differ in their messages). The file's
+name and the item's position play no part, so a renamed, truncated or merged copy of a
+file imports as the sessions already there.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +30,7 @@ from .records import (
     SourceFile,
     TurnRecord,
     check_text,
+    content_digest,
     need,
     pair_calls,
     session_uuid,
@@ -39,15 +46,26 @@ def read_taubench(path: str | Path, *, first_index: int = 0
                   ) -> Iterator[SessionRecord | BadRecord]:
     """Parse one results list; ``first_index`` offsets the synthetic clock across files."""
     src = SourceFile(path)
-    for n, item in enumerate(src.array_items()):
-        if not isinstance(item, tuple):  # the reader goes on after a broken item if it can
-            yield BadRecord(item)
+    for item in src.array_items(is_trajectory):
+        if isinstance(item, BadRecord):  # the reader goes on after a broken item if it can
+            yield item
             continue
         i, obj = item
         try:
-            yield _session(src, i, obj, first_index + n)
+            yield _session(src, i, obj, first_index + i)
         except FieldError as exc:
             yield BadRecord(src.error(exc.message, record=i, field=exc.field))
+
+
+def is_trajectory(value: Any) -> bool:
+    """Whether a parsed object is a results item (where the reader may resume)."""
+    return isinstance(value, dict) and "task_id" in value and "traj" in value
+
+
+def session_id(task_id: int | str, trial: int, task: Any, traj: Any) -> str:
+    """The id of the session a results item becomes (see the module's docstring)."""
+    return session_uuid(SOURCE, json.dumps(task_id), trial,
+                        content_digest({"task": task, "traj": traj}))
 
 
 def _session(src: SourceFile, i: int, obj: Any, clock_index: int) -> SessionRecord:
@@ -80,14 +98,16 @@ def _session(src: SourceFile, i: int, obj: Any, clock_index: int) -> SessionReco
     clock = synthetic_clock(clock_index)
     calls, flags = pair_calls(events, clock)
     flags.add("synthetic-timestamps")
-    sid = session_uuid(SOURCE, Path(src.name).name, i, task_id, trial)
+    sid = session_id(task_id, trial, task, traj)
+    legacy = session_uuid(SOURCE, Path(src.name).name, i, task_id, trial)  # file + position
     started = calls[0].timestamp if calls else next(clock)
     label = SessionLabel(
         sid, SOURCE, str(task_id), None, success=float(reward) >= 1.0, reward=float(reward),
         essential_steps=tuple(a["name"] for a in truth), actions=truth, started_at=started,
         flags=tuple(sorted(flags)), extra={"trial": trial}, source_file=Path(src.name).name,
         source_record=str(i))
-    return SessionRecord(sid, tuple(calls), (TurnRecord("user", goal, next(clock)),), label)
+    return SessionRecord(sid, tuple(calls), (TurnRecord("user", goal, next(clock)),), label,
+                         aliases=(legacy,))
 
 
 def _call(c: Any, where: str) -> Call:
