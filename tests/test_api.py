@@ -108,3 +108,20 @@ def test_no_module_is_over_600_lines():
     sizes = {str(f.relative_to(PKG)): len(f.read_text(encoding="utf-8").splitlines())
              for f in PKG.rglob("*.py")}
     assert {f: n for f, n in sizes.items() if n > 600} == {}
+
+
+def test_every_import_in_the_package_resolves_also_inside_functions():
+    # a function-level import runs only when its function does: check every one exists
+    import importlib.util
+
+    for f in sorted(PKG.rglob("*.py")):
+        for name in _imports(f):
+            parent, _, leaf = name.rpartition(".")
+            try:
+                if importlib.util.find_spec(name) is not None:
+                    continue  # a module
+            except ModuleNotFoundError:  # its parent is a module, not a package
+                pass
+            mod = importlib.import_module(parent)  # `from x import name`: a name of x
+            assert hasattr(mod, leaf), \
+                f"{f.relative_to(PKG)} imports {name}, which does not exist"

@@ -38,7 +38,7 @@ from .records import (
     synthetic_clock,
 )
 
-__all__ = ["load_tasks", "read_tau2"]
+__all__ = ["is_simulation", "load_tasks", "read_tau2", "session_id"]
 
 SOURCE = "tau2"
 

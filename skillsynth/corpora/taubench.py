@@ -37,7 +37,7 @@ from .records import (
     synthetic_clock,
 )
 
-__all__ = ["read_taubench"]
+__all__ = ["is_trajectory", "read_taubench", "session_id"]
 
 SOURCE = "taubench"
 

@@ -407,7 +407,7 @@ def gold_source(cfg: _PointConfig, labels: Mapping[str, SessionLabel], split: Sp
     under ``skills_dir`` (control points only)."""
     world = None
     if cfg.world != "replay" and (cfg.live or cfg.history == "live"):
-        from .worlds import get_world
+        from ..live.worlds import get_world
 
         world = get_world(cfg.world)
     descriptions = tool_descriptions(world.tool_specs()) if world is not None else {}
