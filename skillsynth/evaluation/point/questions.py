@@ -351,7 +351,9 @@ def question_kpis(rows: Sequence[ProbeResult], procedures: Sequence[Procedure], 
     frag, frag_info = _fragmentation(procedures, split, seed, n_boot)
     outc, outc_info = outcome_kpis(rows, procedures, first_counts, th.min_success_rate)
     dups, dup_info = _duplicates(procedures, vectors, th.effective_reconcile_tau, split)
-    kpis = [*trunc, *frag, *startup_kpis(starts), *outc, *dups]
+    cap = KPI("distill_cap", None if distill_cap is None else float(distill_cap), None, None,
+              len(starts), "starts", note="" if distill_cap is not None else "no synthesis")
+    kpis = [*trunc, *frag, *startup_kpis(starts), cap, *outc, *dups]
     info = {"truncation": {"cut": cut, "max_recall_body_chars": th.max_recall_body_chars,
                            "places": cut_info},
             "fragmentation": frag_info,
