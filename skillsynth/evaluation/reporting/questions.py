@@ -170,9 +170,13 @@ def _take_cut(g: Point | None, b: Point | None, s: Point | None, w: Point | None
         return (f"nothing was recalled here, so no recalled body was cut; of the active "
                 f"procedures {_pct(_v(p, 'active_body_cut_mid_step_share'))} would be cut "
                 f"mid-step at {limit} characters")
+    few = _few(p, "recall_body_cut_mid_step_share")
+    if mid == 0:
+        return (f"no recalled procedure was cut mid-step at {limit} characters{few} (cut: "
+                f"{_pct(_v(p, 'recall_body_cut_share'))}); the cap is not the problem here")
     return (f"{_pct(mid)} of recalled procedures reach the planner cut inside a step at "
-            f"{limit} characters{_few(p, 'recall_body_cut_mid_step_share')}; cutting at the "
-            "last whole step removes that by construction")
+            f"{limit} characters{few}; cutting at the last whole step removes that by "
+            "construction")
 
 
 def _take_whole(g: Point | None, b: Point | None, s: Point | None, w: Point | None) -> str:
@@ -300,25 +304,34 @@ def question_table(run: Any) -> Any:
 
 
 def _label_points(points: Sequence[Point], issue: Issue) -> list[tuple[str, Point]]:
-    """GAIA's defaults, the recommended point and GAIA's own pass, each followed by its
-    variants in the issue's ``vary`` settings (every point listed once, variants numbered)."""
-    out: list[tuple[str, Point]] = []
-    seen: set[str] = set()
+    """GAIA's defaults, the recommended point and GAIA's own pass (one label when they are
+    one point), each followed by its variants in the issue's ``vary`` settings (every point
+    listed once, variants numbered)."""
+    primaries: list[tuple[str, Point]] = []
     for label, p in (("GAIA defaults", gaia_default_point(points)),
                      ("recommended", recommend(points)),
                      ("gaia-shipped", gaia_shipped_point(points))):
         if p is None:
             continue
+        same = next((i for i, (_, q) in enumerate(primaries) if q["id"] == p["id"]), None)
+        if same is None:
+            primaries.append((label, p))
+        else:
+            primaries[same] = (f"{primaries[same][0]} = {label}", p)
+    seen = {p["id"] for _, p in primaries}
+    out: list[tuple[str, Point]] = []
+    for label, p in primaries:
+        out.append((label, p))
         mine, variant = _settings(p), 0
-        for q in [p, *points]:
+        for q in points:
             theirs = _settings(q)
             if q["id"] in seen or q.get("strategy") != p.get("strategy") or any(
                     mine.get(k) != theirs.get(k) for k in set(mine) | set(theirs)
                     if k not in issue.vary):
                 continue
             seen.add(q["id"])
-            variant += q is not p
-            out.append((label if q is p else f"{label}, variant {variant}", q))
+            variant += 1
+            out.append((f"{label}, variant {variant}", q))
     return out
 
 
