@@ -125,6 +125,11 @@ def _sweep(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    if args.for_issue:
+        from ..evaluation.reporting.questions import for_issue
+
+        print(for_issue(args.run, args.for_issue), end="")
+        return EXIT_OK
     from ..evaluation.reporting.report import render_report
 
     html = render_report(args.run, baseline=args.baseline, out_html=args.out)
@@ -226,6 +231,10 @@ def register(sub: Any) -> None:
     p.add_argument("run", help="the run folder, e.g. eval/results/main")
     p.add_argument("--baseline", help="an eval/baselines/*.json to compare with")
     p.add_argument("--out", help="the HTML file (default <run>/report.html)")
+    p.add_argument("--for-issue", metavar="ISSUE", default=None,
+                   help="instead of the report, print a Markdown block for an upstream GAIA "
+                   "question (2676, 4033, 2685, 1818 or 1828, tau): figures with n and "
+                   "intervals, settings, the reading and the command that reproduces them")
     p = command(sub, "gate", "fail on validity < 100%%, a misbehaving floor or a KPI "
                 "regression", _gate)
     p.add_argument("run", help="the run folder")

@@ -81,6 +81,24 @@ controls = controls_table(run.summary["points"], run.rows)
 controls if len(controls) > 1 else print("one point only: nothing to read side by side")
 
 # %% [markdown]
+# ## GAIA's open questions
+#
+# The questions GAIA's tracker asks about #887, each answered by a KPI measured at every point
+# (METHODS.md 5b): #2676 (recalled bodies cut mid-step at `max_recall_body_chars`, and the
+# research cut at the last whole step), #4033 (procedures per real goal; what a process start
+# costs and how many starts until every qualifying cluster is distilled), PR #2685 (outcome
+# counts that never move), #1818/#1828 (duplicates under different names) and the 0.82 recall
+# threshold against this embedder. Values at GAIA's defaults, at the recommended point and
+# under GAIA 0.25.1's own pass (`gaia-shipped`) where the sweep ran them; `not run` where it
+# did not. `skillsynth report RUN --for-issue N` prints one question as Markdown for upstream.
+
+# %%
+from skillsynth.evaluation.reporting import questions
+
+with pd.option_context("display.max_colwidth", 90):
+    display(questions.question_table(run))
+
+# %% [markdown]
 # ## KPIs per point
 
 # %%

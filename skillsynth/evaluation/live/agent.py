@@ -23,7 +23,7 @@ from typing import Any
 
 from ...errors import LLMError
 from ...models.llm import tool_calls_in_content
-from ...pipeline.inject import inject, tools_for_turn
+from ...pipeline.inject import RecallCut, inject, tools_for_turn
 from ...pipeline.skill import Skill
 from ...protocols import ChatModel
 from ...store import now_iso
@@ -111,15 +111,17 @@ class AgentRun:
         return d
 
 
-def system_prompt(policy: str, recalled: Sequence[Skill], config: Any, *, solo: bool) -> str:
-    """The agent's system prompt: role, policy, solo-mode note, recalled procedures."""
+def system_prompt(policy: str, recalled: Sequence[Skill], config: Any, *, solo: bool,
+                  cut: RecallCut = "raw") -> str:
+    """The agent's system prompt: role, policy, solo-mode note, recalled procedures (long
+    bodies cut by ``cut``)."""
     parts = [_SYSTEM]
     if policy:
         parts.append(policy.strip())
     if solo:
         parts.append(_SOLO)
     if recalled:
-        parts.append(inject(recalled, config))
+        parts.append(inject(recalled, config, cut=cut))
     return "\n\n".join(parts)
 
 
@@ -134,8 +136,8 @@ def _loaded(specs: Sequence[Mapping[str, Any]], recalled: Sequence[Skill]
 def run_agent(llm: ChatModel, episode: Episode, *, tool_specs: Sequence[Mapping[str, Any]],
               policy: str = "", recalled: Sequence[Skill] = (), config: Any,
               step_limit: int = 12, max_tokens: int = 256, temperature: float = 0.0,
-              seed: int = 0, solo: bool = False, user: UserSimulator | None = None
-              ) -> AgentRun:
+              seed: int = 0, solo: bool = False, user: UserSimulator | None = None,
+              recall_cut: RecallCut = "raw") -> AgentRun:
     """Run one arm of one task in ``episode`` and have the world score it.
 
     Args:
@@ -152,6 +154,8 @@ def run_agent(llm: ChatModel, episode: Episode, *, tool_specs: Sequence[Mapping[
         user: a simulated user: it opens the conversation and answers every message the
             agent sends without a tool call, until it stops (``user-stop``) or runs out of
             turns (``turn-limit``). Without one, the agent's first answer ends the run.
+        recall_cut: how recalled bodies over ``max_recall_body_chars`` are cut (``raw``:
+            GAIA's slice; ``whole_steps``: after the last whole step).
     """
     t0 = time.perf_counter()
     specs = _loaded(tool_specs, recalled)
@@ -165,7 +169,8 @@ def run_agent(llm: ChatModel, episode: Episode, *, tool_specs: Sequence[Mapping[
             return _failed(exc, t0)
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": system_prompt(policy, recalled, config,
-                                                    solo=solo and user is None)},
+                                                    solo=solo and user is None,
+                                                    cut=recall_cut)},
         *([{"role": "assistant", "content": GREETING}] if user is not None else []),
         {"role": "user", "content": opening}]
     made: list[tuple[str, str]] = []

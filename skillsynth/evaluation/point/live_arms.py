@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 from ...config import Thresholds
 from ...corpora.labels import SessionLabel
 from ...errors import EvaluationError, WorldError
-from ...pipeline.inject import inject
+from ...pipeline.inject import RecallCut, inject
 from ...pipeline.recall import skill_from_procedure
 from ...protocols import ChatModel
 from ...store import MemoryStore, ToolCall
@@ -49,6 +49,8 @@ class LiveConfig(Protocol):
     def step_limit(self) -> int: ...
     @property
     def policy(self) -> bool: ...
+    @property
+    def recall_cut(self) -> RecallCut: ...
 
 
 def _norm(text: str) -> str:
@@ -133,7 +135,8 @@ def live_rows(cfg: LiveConfig, llm: ChatModel, world: World, task_of: Mapping[st
                 temp = 0.0 if cfg.repeats == 1 else cfg.temperature
                 kw: dict[str, Any] = {"tool_specs": specs, "policy": policy, "config": th,
                                       "step_limit": cfg.step_limit, "temperature": temp,
-                                      "seed": rep, "solo": solo}
+                                      "seed": rep, "solo": solo,
+                                      "recall_cut": cfg.recall_cut}
                 base = run_agent(llm, world.start(task_id),
                                  user=_user(user, world, task_id, rep), **kw)
                 # nothing recalled: the memory arm's inputs are the no-memory arm's, so is its run
@@ -141,7 +144,8 @@ def live_rows(cfg: LiveConfig, llm: ChatModel, world: World, task_of: Mapping[st
                                 user=_user(user, world, task_id, rep), **kw) \
                     if skills or rerun_empty else base
                 for arm, run, block in (("no-memory", base, ""),
-                                        ("memory", mem, inject(skills, th) if skills else "")):
+                                        ("memory", mem, inject(skills, th, cut=cfg.recall_cut)
+                                         if skills else "")):
                     fh.write(json.dumps({"probe_session": r.probe_session, "task_id": task_id,
                                          "world": world.name, "arm": arm, "repeat": rep,
                                          "recalled_ids": list(r.recalled_ids) if skills else [],

@@ -22,6 +22,7 @@ from typing import Any, Literal
 from ...errors import ConfigError
 from ...pipeline.cluster import RateDefinition
 from ...pipeline.distill import DistillMode
+from ...pipeline.inject import RECALL_CUTS, RecallCut
 from ...pipeline.recall import RECALL_KEYS, RecallKey
 from ..strategies import STRATEGIES, get_strategy
 from .metrics import N_BOOT
@@ -67,6 +68,11 @@ class PointOptions:
     recall_key: RecallKey = _opt("when_to_use", "what procedures are recalled by: when_to_use "
                                  "(GAIA), goals (their member sessions' goals) or both",
                                  choices=RECALL_KEYS, sweep=True)
+    recall_cut: RecallCut = _opt("raw", "how a recalled body longer than "
+                                 "max_recall_body_chars is cut: raw (GAIA: a character "
+                                 "slice, possibly mid-step) or whole_steps (after the last "
+                                 "whole step or edge case that fits; research, amd/gaia#2676)",
+                                 choices=RECALL_CUTS, sweep=True)
     rate: RateDefinition = _opt("calls", "the success signal clusters qualify by: calls "
                                 "(GAIA's per-call rate) or session (the session's labelled "
                                 "outcome)", choices=("calls", "session"), sweep=True)

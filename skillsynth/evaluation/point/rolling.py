@@ -22,7 +22,7 @@ import datetime as dt
 import time
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from ...config import Thresholds
@@ -34,6 +34,7 @@ from ...errors import EvaluationError
 from ...models.embed import Embeds
 from ...pipeline.cluster import RateDefinition
 from ...pipeline.distill import DistillMode
+from ...pipeline.inject import RecallCut
 from ...pipeline.recall import RecallKey
 from ...pipeline.synthesize import PassReport
 from ...protocols import ChatModel
@@ -103,6 +104,8 @@ class Rolling:
     sessions: int
     probes_without_goal: int
     leak_checks: int
+    #: procedure id -> (success_count, attempt_count) right after the pass that wrote it
+    first_counts: Mapping[str, tuple[int, int]] = field(default_factory=dict)
 
     def info(self) -> dict[str, Any]:
         """JSON-ready, for the point's summary."""
@@ -157,12 +160,13 @@ def run_rolling(corpus: MemoryStore, store: MemoryStore, *, strategy: Strategy,
                 labels: Mapping[str, SessionLabel], k: int, mode: DistillMode,
                 recall_key: RecallKey, rate: RateDefinition, cadence: int,
                 cadence_unit: CadenceUnit, progress: bool = False,
-                gold: GoldSource | None = None) -> Rolling:
+                gold: GoldSource | None = None, recall_cut: RecallCut = "raw") -> Rolling:
     """Replay ``corpus`` into the empty ``store`` (see the module docstring).
 
     ``split`` supplies the families (scoring only). ``labels`` give order, task ids and,
     with ``rate: session``, the outcomes the pass qualifies clusters by. ``gold``: the
-    point's gold source, handed to the control arms' recall.
+    point's gold source, handed to the control arms' recall. ``recall_cut``: how the
+    injected block cuts long bodies.
 
     Raises:
         EvaluationError: a cadence below 1, a cadence in days over a corpus without real
@@ -185,6 +189,7 @@ def run_rolling(corpus: MemoryStore, store: MemoryStore, *, strategy: Strategy,
     rows: list[ProbeResult] = []
     probes: list[str] = []
     witness = FloorWitness()
+    first: dict[str, tuple[int, int]] = {}
     no_goal = checked = last_pos = 0
     last_day = _day(ordered[0].start, str(corpus.path)) \
         if ordered and cadence_unit == "days" else 0
@@ -203,6 +208,8 @@ def run_rolling(corpus: MemoryStore, store: MemoryStore, *, strategy: Strategy,
             assert rep is not None  # a strategy with a method synthesizes
             reports.append(rep)
             view = store_view(store, strategy, embedder, th, recall_key, split, gold)
+            for p in view.procedures:
+                first.setdefault(p.id, (p.success_count, p.attempt_count))
             passes.append(PassRecord(
                 len(passes), pos, rep.status, rep.sessions, rep.qualified, rep.distilled,
                 rep.added, rep.updated, rep.left_for_later,
@@ -225,7 +232,8 @@ def run_rolling(corpus: MemoryStore, store: MemoryStore, *, strategy: Strategy,
                     strategy, th, view, embedder, session_id=sid, goal=turn.content,
                     calls=corpus.tool_calls(sid), family=family,
                     success=label.success if label is not None else None,
-                    seen_task=None if task is None else task in tasks, witness=witness)
+                    seen_task=None if task is None else task in tasks, witness=witness,
+                    recall_cut=recall_cut)
         if entry.record is not None:  # a session without calls leaves nothing to detect
             write_session(store, entry.record)
         if family is not None:
@@ -233,7 +241,7 @@ def run_rolling(corpus: MemoryStore, store: MemoryStore, *, strategy: Strategy,
         if label is not None and label.task_id is not None:
             tasks.add(label.task_id)
     return Rolling(rows, tuple(reports), tuple(passes), tuple(probes), witness, ordered_by,
-                   len(ordered), no_goal, checked)
+                   len(ordered), no_goal, checked, first)
 
 
 def _start(rec: SessionRecord, labels: Mapping[str, SessionLabel]) -> str | None:

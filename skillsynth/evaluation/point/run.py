@@ -7,7 +7,8 @@ from the corpus, never written anywhere) recalled for. Labels are read for scori
 A point writes, in its own folder: ``history.db`` (the store the pipeline saw),
 ``skills/<profile>/`` (every synthesized procedure exported and re-read), ``results.jsonl``
 (the per-probe table) and, last, ``summary.json`` (config, corpus hashes, versions, pass
-report, checks, KPIs). ``summary.json`` is the point's done marker.
+report, checks, KPIs, and under ``gaia_questions`` the details behind the KPIs of GAIA's open
+questions: :mod:`.questions`). ``summary.json`` is the point's done marker.
 """
 
 from __future__ import annotations
@@ -52,6 +53,13 @@ from .estimate import RULE
 from .live_arms import live_rows, live_world
 from .metrics import KPI, ProbeResult, ProcedureCheck, point_kpis
 from .options import PROTOCOLS, HistorySource, PointOptions, Protocol
+from .questions import (
+    StartCost,
+    procedure_vectors,
+    question_kpis,
+    starts_from_passes,
+    starts_from_report,
+)
 from .record import RunRecord, model_of, utc_now
 from .rolling import run_rolling
 from .scoring import FloorWitness, QueryMemo, probe_rows, progress_bar, store_view
@@ -262,7 +270,7 @@ def run_point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out_dir: str | 
                 corpus, store, strategy=strategy, llm=llm, embedder=queries, th=th,
                 split=split, labels=labels, k=cfg.k, mode=cfg.mode, recall_key=cfg.recall_key,
                 rate=cfg.rate, cadence=cfg.cadence, cadence_unit=cfg.cadence_unit,
-                progress=progress, gold=gold)
+                progress=progress, gold=gold, recall_cut=cfg.recall_cut)
             written = set(store.session_ids())
             checks = _check_procedures(store, split, out, written)
             floors = check_floors(store, strategy, llm, embedder, th, cfg.mode,
@@ -272,10 +280,14 @@ def run_point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out_dir: str | 
         split_info: dict[str, Any] = {"k": split.k, "protocol": "rolling", **rolled.info(),
                                       "families_without_probe": _families_without_probe(split)}
         live_info: dict[str, Any] | None = None
+        starts: list[StartCost] | None = starts_from_passes(rolled.passes)
+        first_counts: dict[str, tuple[int, int]] = dict(rolled.first_counts)
     else:
+        first_counts = {}
         rows, reports, witness, checks, floors, split_info, live_info = _strict(
             cfg, strategy, llm, embedder, queries, split, labels, history_db, out, progress,
-            user, timings, gold)
+            user, timings, gold, first_counts)
+        starts = None  # the one start's active procedures are read below
     floors["recall-threshold-and-state"] = witness.recall_ok if any(
         r.recalled_ids for r in rows) else None
     floors["malformed-skipped"] = all(r.status == "ran" for r in reports) if any(
@@ -293,6 +305,18 @@ def run_point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out_dir: str | 
         extra, inert = control_kpis(control, rows, kpis, runs, gold, seed=cfg.seed,
                                     n_boot=cfg.n_boot)
         kpis.update(extra)
+        with MemoryStore.open(history_db, read_only=True) as store:
+            procs = store.procedures()
+        if starts is None:
+            starts = starts_from_report(reports[0] if reports else None,
+                                        timings.get("clustering", 0.0),
+                                        sum(p.active for p in procs))
+        questions, questions_info = question_kpis(
+            rows, procs, split, th, cut=cfg.recall_cut, starts=starts,
+            first_counts=first_counts,
+            vectors=procedure_vectors([p for p in procs if p.active], queries),
+            distill_cap=strategy.distill_cap(th), seed=cfg.seed, n_boot=cfg.n_boot)
+        kpis |= questions
     t_report = time.perf_counter()
     with (out / "results.jsonl").open("w", encoding="utf-8") as fh:
         for r in rows:
@@ -318,6 +342,7 @@ def run_point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out_dir: str | 
         "floors": floors,
         "controls": controls_summary(control, gold, inert),
         "kpis": {k: v.as_dict() for k, v in kpis.items()},
+        "gaia_questions": questions_info,
         "started_at": started, "wall_s": round(time.perf_counter() - t0, 3),
         "timings": timings,
     }
@@ -339,9 +364,12 @@ def run_point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out_dir: str | 
 def _strict(cfg: EvalConfig, strategy: Strategy, llm: ChatModel, embedder: Embeds,
             queries: QueryMemo, split: Split, labels: Mapping[str, SessionLabel],
             history_db: Path, out: Path, progress: bool, user: ChatModel | None,
-            timings: dict[str, float], gold: GoldSource) -> tuple[list[ProbeResult], list[PassReport], FloorWitness, list[ProcedureCheck],
+            timings: dict[str, float], gold: GoldSource,
+            first_counts: dict[str, tuple[int, int]]
+            ) -> tuple[list[ProbeResult], list[PassReport], FloorWitness, list[ProcedureCheck],
                        dict[str, bool | None], dict[str, Any], dict[str, Any] | None]:
-    """One pass over attempts 1..k of every family, then attempt k+1 of each recalled for."""
+    """One pass over attempts 1..k of every family, then attempt k+1 of each recalled for;
+    ``first_counts`` receives each procedure's count columns right after the pass."""
     th = cfg.thresholds
     with _stage(timings, "corpus_load"), \
             MemoryStore.open(cfg.corpus, read_only=True) as corpus:
@@ -360,6 +388,8 @@ def _strict(cfg: EvalConfig, strategy: Strategy, llm: ChatModel, embedder: Embed
                                          rate=cfg.rate, outcomes=outcomes)
         t_recall = time.perf_counter()
         view = store_view(store, strategy, queries, th, cfg.recall_key, split, gold)
+        first_counts.update({p.id: (p.success_count, p.attempt_count)
+                             for p in view.procedures})
         witness = FloorWitness()
         rows: list[ProbeResult] = []
         for p in progress_bar(split.probes, progress, "probes"):
@@ -370,7 +400,8 @@ def _strict(cfg: EvalConfig, strategy: Strategy, llm: ChatModel, embedder: Embed
                                goal=goal, calls=probe_calls[p.session_id],
                                family=str(split.family(p.session_id)), success=p.success,
                                seen_task=None if p.task_id is None
-                               else p.task_id in history_tasks, witness=witness)
+                               else p.task_id in history_tasks, witness=witness,
+                               recall_cut=cfg.recall_cut)
         timings["recall"] = round(time.perf_counter() - t_recall, 4)
         with _stage(timings, "validate"):
             checks = _check_procedures(store, split, out,

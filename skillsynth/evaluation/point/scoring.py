@@ -17,9 +17,9 @@ import numpy as np
 from ...config import Thresholds
 from ...errors import ArmSkipped
 from ...models.embed import Embeds, Kind
-from ...pipeline.inject import inject
+from ...pipeline.inject import RecallCut, inject
 from ...pipeline.recall import Recall, RecallIndex, RecallKey, recall_index, skill_from_procedure
-from ...store import MemoryStore, ToolCall
+from ...store import MemoryStore, Procedure, ToolCall
 from ..strategies import Recaller, Strategy
 from .estimate import RULE, estimate_steps
 from .metrics import ProbeResult
@@ -41,12 +41,14 @@ class StoreView:
         index: the embedding index of the point's recall key (score separation).
         fam_of: procedure id -> its families (from its provenance; scoring only).
         active_fams: families with an active procedure.
+        procedures: every procedure row as it was read (superseded and disabled too).
     """
 
     recaller: Recaller
     index: RecallIndex
     fam_of: Mapping[str, tuple[str, ...]]
     active_fams: Collection[str]
+    procedures: Sequence[Procedure] = ()
 
 
 @dataclass
@@ -80,7 +82,7 @@ def store_view(store: MemoryStore, strategy: Strategy, embedder: Embeds, th: Thr
         strategy.recaller(store, embedder, th, key, gold=gold),
         recall_index(store, embedder, key if strategy.recall_kind == "embedding"
                      else "when_to_use"),
-        fam_of, {f for p in procs if p.active for f in fam_of[p.id]})
+        fam_of, {f for p in procs if p.active for f in fam_of[p.id]}, procs)
 
 
 def hits_of(embedder: Embeds) -> int:
@@ -92,8 +94,9 @@ def hits_of(embedder: Embeds) -> int:
 def probe_rows(strategy: Strategy, th: Thresholds, view: StoreView, embedder: Embeds, *,
                session_id: str, goal: str, calls: Sequence[ToolCall], family: str,
                success: bool | None, seen_task: bool | None,
-               witness: FloorWitness) -> list[ProbeResult]:
-    """The probe's ``no-memory`` and ``memory`` rows (recall, replay estimate, diagnostics).
+               witness: FloorWitness, recall_cut: RecallCut = "raw") -> list[ProbeResult]:
+    """The probe's ``no-memory`` and ``memory`` rows (recall, replay estimate, diagnostics);
+    ``recall_cut``: how the injected block cuts long bodies (its size is recorded).
 
     No rows when a control arm has nothing to recall for the probe (the reason is counted).
     """
@@ -118,7 +121,8 @@ def probe_rows(strategy: Strategy, th: Thresholds, view: StoreView, embedder: Em
         recalled_scores=tuple(round(h.score, 6) for h in hits),
         recalled_right=sum(1 for h in hits if family in _families(view, h)),
         steps=est.estimate, steps_method=RULE if hits else "recorded",
-        prompt_chars=len(inject(skills, th)), cache_hits=hits_of(embedder) - h0,
+        prompt_chars=len(inject(skills, th, cut=recall_cut)),
+        cache_hits=hits_of(embedder) - h0,
         wall_s=round(time.perf_counter() - t1, 4), best_right_score=right,
         best_wrong_score=wrong, **common))
     return rows

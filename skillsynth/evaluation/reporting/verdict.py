@@ -279,11 +279,12 @@ def _is(point: Mapping[str, Any], values: Mapping[str, Any]) -> bool:
 
 
 def adoptable(point: Mapping[str, Any]) -> bool:
-    """GAIA can run this point by settings alone: it recalls by when_to_use and qualifies
-    clusters by the per-call rate (other recall keys and signals need a change to GAIA)."""
+    """GAIA can run this point by settings alone: it recalls by when_to_use, qualifies
+    clusters by the per-call rate and cuts recalled bodies raw (other recall keys, signals
+    and cuts need a change to GAIA)."""
     opts = point.get("protocol") or {}
     return opts.get("recall_key", "when_to_use") == "when_to_use" and \
-        opts.get("rate", "calls") == "calls"
+        opts.get("rate", "calls") == "calls" and opts.get("recall_cut", "raw") == "raw"
 
 
 def gaia_default_point(points: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:

@@ -53,7 +53,12 @@ from ...pipeline.recall import RECALL_KEYS, Recall, RecallKey, recall, recall_in
 from ...pipeline.synthesize import PassReport, synthesize_skills
 from ...protocols import ChatModel
 from ...store import MemoryStore, Procedure
-from .gaia_shipped import gaia_distill_prompt_version, gaia_shipped_pass, require_gaia
+from .gaia_shipped import (
+    gaia_distill_cap,
+    gaia_distill_prompt_version,
+    gaia_shipped_pass,
+    require_gaia,
+)
 from .keyword import KeywordIndex
 
 #: The control arms (METHODS.md 2b; built in :mod:`skillsynth.evaluation.point.controls`).
@@ -145,6 +150,15 @@ class Strategy:
                                  method=self.method, mode=mode, rate=rate, outcomes=outcomes,
                                  force=force, memory_disabled=memory_disabled)
 
+    def distill_cap(self, config: Thresholds) -> int | None:
+        """The most distillations one pass spends under this design (None: no synthesis):
+        ``max_distill_calls_per_pass`` within ``max_clusters_per_pass``."""
+        if self.method is None:
+            return None
+        c = self.synthesis_config(config)
+        return c.max_clusters_per_pass if c.max_distill_calls_per_pass is None else \
+            min(c.max_clusters_per_pass, c.max_distill_calls_per_pass)
+
     def check_available(self) -> None:
         """Raise unless what this design runs is installed (every built-in one is)."""
 
@@ -197,6 +211,10 @@ class GaiaShipped(Strategy):
     def check_available(self) -> None:
         """Raise EvaluationError naming the install command when amd-gaia is missing."""
         require_gaia()
+
+    def distill_cap(self, config: Thresholds) -> int | None:
+        """GAIA's own cap, as its pass resolves the settings (2 in 0.25.1 when unset)."""
+        return gaia_distill_cap(self.synthesis_config(config))
 
     def distill_prompt(self) -> str:
         """GAIA's prompt, named by the installed release."""

@@ -56,8 +56,8 @@ from ...protocols import ChatModel, Embeds
 from ...store import MemoryStore
 from ...store.gaia_release import GAIA_INSTALL_HINT, TESTED_GAIA_RANGE, installed_gaia_version
 
-__all__ = ["gaia_distill_prompt_version", "gaia_settings_block", "gaia_shipped_pass",
-           "require_gaia"]
+__all__ = ["gaia_distill_cap", "gaia_distill_prompt_version", "gaia_settings_block",
+           "gaia_shipped_pass", "require_gaia"]
 
 log = logging.getLogger("skillsynth.evaluation.strategies.gaia_shipped")
 
@@ -104,6 +104,15 @@ def gaia_settings_block(config: Thresholds) -> dict[str, Any]:
     synthesis = importlib.import_module("gaia.agents.base.skill_synthesis")
     known = {f.name for f in fields(synthesis.SynthesisConfig)}
     return {k: v for k, v in config.to_settings_block().items() if k in known}
+
+
+def gaia_distill_cap(config: Thresholds) -> int:
+    """The most distillations GAIA's pass spends at these settings: its
+    ``max_distill_calls_per_pass`` (2 in 0.25.1 when the block leaves it unset) within its
+    ``max_clusters_per_pass``, as GAIA resolves them."""
+    block = gaia_settings_block(config)
+    return min(int(_gaia_default("max_distill_calls_per_pass", block)),
+               int(_gaia_default("max_clusters_per_pass", block)))
 
 
 @dataclass

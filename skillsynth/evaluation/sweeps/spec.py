@@ -234,7 +234,7 @@ class Point:
         """Readable and unique: strategy, the swept values, and a hash of everything."""
         short = {"similarity_tau": "tau", "min_occurrences": "occ",
                  "max_recall_body_chars": "body", "recall_key": "key-", "rate": "rate-",
-                 "protocol": ""}
+                 "recall_cut": "cut-", "protocol": ""}
         swept = dict(self.values) | dict(self.options)
         parts = [self.strategy] + [f"{short.get(k, k)}{v}" for k, v in sorted(swept.items())]
         ident: list[Any] = [self.strategy, dict(self.values), dict(self.base)]
@@ -261,7 +261,7 @@ class Point:
         th = self.thresholds().to_settings_block()
         for recall_only in ("max_recall_body_chars", "recall_top_k"):
             th.pop(recall_only)
-        synth = {k: v for k, v in self.options.items() if k != "recall_key"}
+        synth = {k: v for k, v in self.options.items() if k not in ("recall_key", "recall_cut")}
         return json.dumps([self.strategy, th, synth], sort_keys=True)
 
     def thresholds(self) -> Thresholds:
