@@ -20,7 +20,10 @@ from ._common import (
     thresholds_of,
 )
 
-__all__ = ["register"]
+__all__ = ["LUMPED_SHARE", "register"]
+
+#: A pass whose largest cluster holds more than this share of its sessions is lumping.
+LUMPED_SHARE = 0.5
 
 
 def _synthesize(args: argparse.Namespace) -> int:
@@ -40,6 +43,10 @@ def _synthesize(args: argparse.Namespace) -> int:
         for k, v in rep.as_dict().items():
             if v not in ((), {}, "", 0) or k in ("status", "added"):
                 print(f"{k:<22} {v}")
+    if rep.largest_cluster_share is not None and rep.largest_cluster_share > LUMPED_SHARE:
+        print(f"warning: one cluster holds {rep.largest_cluster_share:.0%} of the sessions "
+              "clustered: one procedure for everything; raise similarity_tau",
+              file=sys.stderr)
     return EXIT_OK if rep.status in ("ran", "dry-run", "synthesis-disabled",
                                      "memory-disabled") else EXIT_FAIL
 

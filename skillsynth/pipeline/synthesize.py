@@ -67,6 +67,8 @@ class PassReport:
     sessions earlier passes marked (skipped); ``marked_distilled`` / ``marked_unusable``:
     this pass's marks by outcome; ``watermark``: the stored watermark after the pass.
     ``failed_shares``: per qualified cluster, the share of members labelled as failed.
+    ``largest_cluster_share``: the largest qualified cluster's sessions over all sessions
+    clustered (no labels needed): near 1, one procedure would stand for everything.
     ``left_for_later``: qualified clusters this pass did not hand to the distiller (over a
     per-pass cap); a later pass may reach them.
     """
@@ -92,6 +94,7 @@ class PassReport:
     would_distill: tuple[tuple[str, ...], ...] = ()
     handed: tuple[str, ...] = ()
     failed_shares: tuple[float, ...] = ()
+    largest_cluster_share: float | None = None
     left_for_later: int = 0
     already_consumed: int = 0
     marked_distilled: int = 0
@@ -159,6 +162,8 @@ def synthesize_skills(
         "sessions_without_goal": len(detected.without_goal),
         "clusters": len(clusters), "qualified": len(qualified),
         "failed_shares": tuple(round(c.failed_share, 4) for c in qualified),
+        "largest_cluster_share": round(max(c.size for c in qualified)
+                                       / sum(c.size for c in clusters), 4) if qualified else None,
         "left_for_later": len(qualified) - len(todo), "already_consumed": len(marked),
         "watermark": since}
     limit = "max_clusters_per_pass" if cap == config.max_clusters_per_pass else \

@@ -51,6 +51,7 @@ from .control_checks import control_kpis, controls_summary
 from .controls import GoldSource, check_gold, gold_source
 from .estimate import RULE
 from .live_arms import live_rows, live_world
+from .lumping import lumping_kpis
 from .metrics import KPI, ProbeResult, ProcedureCheck, point_kpis
 from .options import PROTOCOLS, HistorySource, PointOptions, Protocol
 from .questions import (
@@ -317,6 +318,8 @@ def run_point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out_dir: str | 
             vectors=procedure_vectors([p for p in procs if p.active], queries),
             distill_cap=strategy.distill_cap(th), seed=cfg.seed, n_boot=cfg.n_boot)
         kpis |= questions
+        lumps, lumping_info = lumping_kpis(procs, split)
+        kpis |= {k.name: k for k in lumps}
     t_report = time.perf_counter()
     with (out / "results.jsonl").open("w", encoding="utf-8") as fh:
         for r in rows:
@@ -343,6 +346,7 @@ def run_point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out_dir: str | 
         "controls": controls_summary(control, gold, inert),
         "kpis": {k: v.as_dict() for k, v in kpis.items()},
         "gaia_questions": questions_info,
+        "lumping": lumping_info,
         "started_at": started, "wall_s": round(time.perf_counter() - t0, 3),
         "timings": timings,
     }

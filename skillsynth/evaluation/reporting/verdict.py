@@ -266,11 +266,31 @@ def verdict(point: Mapping[str, Any], control: tuple[str, Mapping[str, Any]] | N
                            "judged by the recall floors; the value is the share of recalled "
                            "procedures from the probe's own family (informational)",
                            n_families=(kpis.get("recall_precision") or {}).get("n_families")))
+    rows.append(_specific(kpis))
     v, lo, hi, n = _k(kpis, "provenance_integrity")
     rows.append(VerdictRow("Provenance integrity", "every from_sessions id resolves to a "
                            "history session", "provenance_integrity", v, lo, hi, n, _all(v, n),
                            "checks"))
     return rows
+
+
+def _specific(kpis: Mapping[str, Any]) -> VerdictRow:
+    """The lumping guard: a pass that puts many goals into one procedure recalls one
+    procedure for everything (:mod:`..point.lumping`); said loudly, with the shares."""
+    v, lo, hi, n = _k(kpis, "lumped_procedure_share")
+    big = (kpis.get("largest_procedure_share") or {}).get("value")
+    target = ("no procedure stands for many goals (none spans 3+ families without a "
+              "majority; the largest holds at most half the members)")
+    if n == 0 or v is None:
+        return VerdictRow("Procedures stay specific", target, "lumped_procedure_share", v, lo,
+                          hi, n, "NOT MEASURED", "checks", why="no active procedure")
+    lumped = v > 0 or (big is not None and big > 0.5)
+    note = (f"one procedure for everything: {v:.0%} of {n} procedures lump families"
+            + (f", the largest holds {big:.0%} of the members" if big is not None else "")
+            ) if lumped else (f"largest procedure {big:.0%} of the members"
+                              if big is not None else "")
+    return VerdictRow("Procedures stay specific", target, "lumped_procedure_share", v, lo, hi,
+                      n, "FAIL" if lumped else "PASS", "checks", note)
 
 
 def _is(point: Mapping[str, Any], values: Mapping[str, Any]) -> bool:
