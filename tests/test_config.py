@@ -111,10 +111,13 @@ def calibrated(monkeypatch):
     monkeypatch.setattr(config, "calibrated_defaults", lambda e: table.get(e.split(":")[0]))
 
 
-def test_the_embedders_calibration_applies_when_no_tau_is_set(calibrated):
-    th = load_thresholds(env={}, embedder="emb-x:384")
+def test_the_embedders_calibration_applies_only_when_asked_for_and_no_tau_is_set(calibrated):
+    # the default is GAIA's thresholds, whatever the embedder (issue: the calibration lumps)
+    default = load_thresholds(env={}, embedder="emb-x:384")
+    assert (default.similarity_tau, default.recall_tau) == (0.82, None)
+    th = load_thresholds(env={}, embedder="emb-x:384", calibrated=True)
     assert (th.similarity_tau, th.recall_tau) == (0.55, 0.45)
-    other = load_thresholds(env={}, embedder="user.embeddinggemma-300m-GGUF")
+    other = load_thresholds(env={}, embedder="user.embeddinggemma-300m-GGUF", calibrated=True)
     assert (other.similarity_tau, other.recall_tau) == (0.82, None)  # GAIA's own embedder
     assert load_thresholds(env={}).similarity_tau == 0.82
 
@@ -123,18 +126,20 @@ def test_a_users_tau_wins_with_a_warning_naming_both_values(calibrated, tmp_path
     settings = tmp_path / "memory_settings.json"
     settings.write_text(json.dumps({"skill_synthesis": {"similarity_tau": 0.82}}))
     with caplog.at_level(logging.WARNING, "skillsynth.config"):
-        th = load_thresholds(settings, env={}, embedder="emb-x")
+        th = load_thresholds(settings, env={}, embedder="emb-x", calibrated=True)
     # the user set a tau: used as given, and recall follows it as in GAIA
     assert (th.similarity_tau, th.recall_tau, th.effective_recall_tau) == (0.82, None, 0.82)
     assert "similarity_tau=0.82 from" in caplog.text and "similarity_tau=0.55" in caplog.text
     caplog.clear()
     with caplog.at_level(logging.WARNING, "skillsynth.config"):
-        th = load_thresholds(env={}, overrides={"recall_tau": 0.3}, embedder="emb-x")
+        th = load_thresholds(env={}, overrides={"recall_tau": 0.3}, embedder="emb-x",
+                             calibrated=True)
     assert (th.similarity_tau, th.recall_tau) == (0.55, 0.3)
     assert "recall_tau=0.3 from override" in caplog.text and "recall_tau=0.45" in caplog.text
     caplog.clear()
     with caplog.at_level(logging.WARNING, "skillsynth.config"):
-        load_thresholds(env={}, overrides={"similarity_tau": 0.55}, embedder="emb-x")
+        load_thresholds(env={}, overrides={"similarity_tau": 0.55}, embedder="emb-x",
+                        calibrated=True)
     assert caplog.text == ""  # agreeing with the calibration is not a contradiction
 
 
@@ -150,8 +155,12 @@ def test_the_shipped_calibration_of_the_embedded_embedder_has_provenance():
     assert len(cal["corpora"]) >= 2
     for c in cal["corpora"]:
         assert len(c["sha256"]) == 64 and c["pairs"] > 0 and c["same_family_pairs"] > 0
-    th = load_thresholds(env={}, embedder=EMBED_MODEL_ID)
+    th = load_thresholds(env={}, embedder=EMBED_MODEL_ID, calibrated=True)
     assert (th.similarity_tau, th.recall_tau) == (cal["similarity_tau"], cal["recall_tau"])
+    # it records the validation it failed, and so is not the default
+    assert cal["validation"]["default"] is False
+    assert cal["validation"]["downstream"].startswith("failed")
+    assert load_thresholds(env={}, embedder=EMBED_MODEL_ID).similarity_tau == 0.82
 
 
 def test_a_settings_path_that_is_a_folder_or_binary_is_a_config_error(tmp_path):

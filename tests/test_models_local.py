@@ -237,8 +237,8 @@ def test_synthesize_recall_a_new_paraphrase_then_not_after_disable(servers, tmp_
 
 
 # The acceptance check of the models issue, as a user runs it: a fresh memory.db with three
-# task families of three paraphrased successful sessions, `skillsynth synthesize DB` with
-# the embedded default models and no settings (the embedder's shipped calibration applies),
+# task families of three paraphrased successful sessions, `skillsynth synthesize DB
+# --calibrated` with the embedded default models (the calibration is opt-in),
 # then a fourth paraphrase per family recalls its own family's procedure first, and a
 # disabled procedure is never recalled.
 _FAMILIES = {
@@ -279,12 +279,12 @@ def _paraphrase_db(tmp_path):
     return db
 
 
-def test_three_families_of_paraphrases_at_the_defaults(servers, tmp_path, capsys):
+def test_three_families_of_paraphrases_at_the_calibration(servers, tmp_path, capsys):
     from skillsynth.cli import main
 
     db = _paraphrase_db(tmp_path)
     capsys.readouterr()
-    assert main(["synthesize", str(db), "--json", "--no-cache"]) == 0
+    assert main(["synthesize", str(db), "--json", "--no-cache", "--calibrated"]) == 0
     rep = json.loads(capsys.readouterr().out)
     assert (rep["status"], rep["clusters"], rep["qualified"]) == ("ran", 3, 3), rep
     assert rep["added"] == 3, f"one procedure per family expected: {rep}"
@@ -293,13 +293,13 @@ def test_three_families_of_paraphrases_at_the_defaults(servers, tmp_path, capsys
     family_of = {p.id: {s.split("-")[0] for s in p.provenance["from_sessions"]} for p in procs}
     assert sorted(f for fs in family_of.values() for f in fs) == sorted(_FAMILIES)
     for fam, (_, _, probe) in _FAMILIES.items():
-        assert main(["recall", str(db), probe, "--json", "--no-cache"]) == 0
+        assert main(["recall", str(db), probe, "--json", "--no-cache", "--calibrated"]) == 0
         hits = json.loads(capsys.readouterr().out)
         assert hits and family_of[hits[0]["id"]] == {fam}, \
             f"{probe!r} recalled {hits} ({ {p.id: p.when_to_use for p in procs} })"
         assert main(["procedures", "disable", str(db), hits[0]["id"]]) == 0
         capsys.readouterr()
-        assert main(["recall", str(db), probe, "--json", "--no-cache"]) == 0
+        assert main(["recall", str(db), probe, "--json", "--no-cache", "--calibrated"]) == 0
         after = json.loads(capsys.readouterr().out)
         assert hits[0]["id"] not in [h["id"] for h in after]
         assert main(["procedures", "enable", str(db), hits[0]["id"]]) == 0

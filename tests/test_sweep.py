@@ -89,15 +89,16 @@ def test_calibrated_tau_points_take_the_embedders_calibration(tmp_path):
     # a number is GAIA's one-tau rule: recall and reconcile follow it
     assert (gaia.similarity_tau, gaia.effective_recall_tau, gaia.effective_reconcile_tau) == \
         (0.82, 0.82, 0.82)
-    # a local spec that sets no tau runs calibrated; a recall_tau it sets wins
+    # a local spec that sets no tau runs GAIA's thresholds (the calibration is opt-in); a
+    # recall_tau it sets wins
     no_tau = {k: v for k, v in SPEC["grid"].items() if k != "similarity_tau"}
     (pt,) = expand_points(SweepSpec.load(_spec(tmp_path, grid=no_tau,
                                                base={"recall_tau": 0.5})))
-    assert (pt.thresholds().similarity_tau, pt.thresholds().recall_tau) == \
-        (cal["similarity_tau"], 0.5)
-    # an explicit point's own tau does not take the calibration away from the grid's points
+    assert (pt.thresholds().similarity_tau, pt.thresholds().recall_tau) == (0.82, 0.5)
+    # the calibration in the base applies to every point that sets no tau of its own
     grid_pt, gaia_pt = expand_points(SweepSpec.load(_spec(
-        tmp_path, grid=no_tau, points=[{"similarity_tau": 0.82}])))
+        tmp_path, grid=no_tau, base={"similarity_tau": "calibrated"},
+        points=[{"similarity_tau": 0.82}])))
     assert (grid_pt.thresholds().similarity_tau, gaia_pt.thresholds().similarity_tau) == \
         (cal["similarity_tau"], 0.82)
     assert gaia_pt.thresholds().effective_recall_tau == 0.82  # GAIA's one tau, not the mix

@@ -69,6 +69,10 @@ def model_options(p: argparse.ArgumentParser) -> None:
                    help="memory_settings.json or YAML thresholds")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override one threshold (repeatable)")
+    p.add_argument("--calibrated", action="store_true",
+                   help="take the taus no other setting gives from the embedder's shipped "
+                   "calibration (default: GAIA's thresholds; the calibration lumps goals on "
+                   "held-out corpora, see docs/models.md)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
@@ -137,9 +141,11 @@ def embed_model_id(args: argparse.Namespace) -> str:
 
 
 def thresholds_of(args: argparse.Namespace) -> Thresholds:
-    """--config and --set over the backend's embedder calibration over GAIA's defaults."""
+    """--config and --set over (with --calibrated) the backend's embedder calibration over
+    GAIA's defaults."""
     return load_thresholds(args.config, overrides=parse_sets(args.set),
-                           embedder=embed_model_id(args))
+                           embedder=embed_model_id(args),
+                           calibrated=bool(getattr(args, "calibrated", False)))
 
 
 def group(sub: Any, name: str, help_: str, *, description: str | None = None,

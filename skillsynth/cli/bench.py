@@ -117,7 +117,8 @@ def _bench_distill(args: argparse.Namespace) -> int:
     from ..models.llm import ChatClient
     from ..models.serve import EMBED_MODEL_ID, default_cache_path, locate_models, serve_local
 
-    th = load_thresholds(args.config, overrides=parse_sets(args.set), embedder=EMBED_MODEL_ID)
+    th = load_thresholds(args.config, overrides=parse_sets(args.set), embedder=EMBED_MODEL_ID,
+                         calibrated=True)  # the bench's figures are at the calibration
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         corpora = (dict(c.split("=", 1) for c in args.corpus) if args.corpus

@@ -18,7 +18,8 @@ __all__ = ["register"]
 
 
 def _config_show(args: argparse.Namespace) -> int:
-    th = load_thresholds(args.settings, overrides=parse_sets(args.set), embedder=args.embedder)
+    th = load_thresholds(args.settings, overrides=parse_sets(args.set), embedder=args.embedder,
+                         calibrated=args.embedder is not None)
     if args.json:
         print_json(th.to_settings_block())
         return EXIT_OK

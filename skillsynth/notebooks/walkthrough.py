@@ -53,7 +53,7 @@ stack = contextlib.ExitStack()  # the model servers live until the last cell
 llm, embedder = stack.enter_context(open_clients(BackendSpec(
     **({"cache": str(default_cache_path())} | backend))))
 # the thresholds of this run: GAIA's defaults, the embedder's calibrated taus, our values
-config = load_thresholds(env={}, embedder=embedder.embedder_id, overrides={
+config = load_thresholds(env={}, embedder=embedder.embedder_id, calibrated=True, overrides={
     "similarity_tau": similarity_tau, "min_occurrences": min_occurrences})
 config
 

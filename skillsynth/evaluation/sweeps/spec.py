@@ -97,15 +97,12 @@ class SweepSpec:
         base = dict(data.get("base") or {})
         calibration: dict[str, float] = {}
         if backend.get("backend", "local") == "local":
-            # the embedded embedder's calibrated taus: for `similarity_tau: calibrated`, and
-            # for every point whose tau neither the base nor the grid sets (an explicit
-            # point's own tau still wins over it)
+            # the embedded embedder's calibrated taus, for `similarity_tau: calibrated` only:
+            # a spec that sets no tau runs GAIA's (the calibration lumps goals on held-out
+            # corpora; config.py says why)
             from ...models.serve import EMBED_MODEL_ID
 
             calibration = calibration_for(set(), EMBED_MODEL_ID)
-            grid = data["grid"] if isinstance(data["grid"], Mapping) else {}
-            if calibration and "similarity_tau" not in set(base) | set(grid):
-                base["similarity_tau"] = CALIBRATED
         options = PointOptions.from_mapping(
             {k: v for k, v in data.items() if k in PointOptions.names()}, source=str(p))
         spec = cls(name=str(data["name"]), corpus=data["corpus"], grid=data["grid"],
