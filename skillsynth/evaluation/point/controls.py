@@ -49,6 +49,7 @@ from ...errors import ArmSkipped, EvaluationError, WorldError
 from ...pipeline.skill import MAX_NAME_CHARS, Skill
 from ...store import Procedure
 from ..strategies import ControlKind
+from .options import PointOptions
 from .split import READ_ONLY_PREFIXES, Split
 
 __all__ = ["CONTROLS", "ORACLE_PREFIX", "POSITIVE", "GoldAction", "GoldSource",
@@ -385,22 +386,7 @@ def check_gold(control: str | None, gold: GoldSource, split: Split) -> None:
 
 
 # ---------------------------------------------------------------------- a point's source
-class _PointConfig(Protocol):
-    """What :func:`gold_source` reads of a point's configuration."""
-
-    @property
-    def world(self) -> str: ...
-    @property
-    def live(self) -> bool: ...
-    @property
-    def history(self) -> str: ...
-    @property
-    def seed(self) -> int: ...
-    @property
-    def strategy(self) -> str: ...
-
-
-def gold_source(cfg: _PointConfig, labels: Mapping[str, SessionLabel], split: Split,
+def gold_source(cfg: PointOptions, labels: Mapping[str, SessionLabel], split: Split,
                 skills_dir: Path | None = None) -> GoldSource:
     """The point's gold source: its labels, its families and, where the point acts in a
     named world, that world's tasks and tool descriptions. Recalled control skills are kept
