@@ -425,8 +425,7 @@ def bench_distill(corpora: dict[str, str], llm: ChatModel, embedder: Embeds,
     from .pipeline.distill import distill
     from .store import MemoryStore
 
-    out: dict[str, Any] = {"model": getattr(getattr(llm, "endpoint", None), "model", None),
-                           "embedder": getattr(embedder, "embedder_id", None),
+    out: dict[str, Any] = {"model": llm.model_id, "embedder": embedder.embedder_id,
                            "similarity_tau": config.similarity_tau, "mode": mode,
                            "max_clusters": max_clusters, "corpora": {}}
     for name, path in corpora.items():

@@ -3,7 +3,8 @@
 :class:`ChatModel` is what :class:`~skillsynth.models.llm.ChatClient` offers and what the stages
 use of it; :class:`Embeds` is what :class:`~skillsynth.models.embed.Embedder` offers. Unit tests
 hand in fakes (named as fakes) that satisfy the same protocols; nothing checks for
-attributes at run time.
+attributes at run time: every model says which model it is (``model_id``, ``embedder_id``),
+so a run record never has to guess.
 """
 
 from __future__ import annotations
@@ -46,6 +47,11 @@ class ChatModel(Protocol):
     calls: int
     cache_hits: int
 
+    @property
+    def model_id(self) -> str:
+        """The model the answers come from (recorded with every run)."""
+        ...
+
     def chat(self, messages: Sequence[Mapping[str, Any]], *, temperature: float = ...,
              max_tokens: int = ..., stop: Sequence[str] | None = ...,
              json_schema: Mapping[str, Any] | None = ...,
@@ -61,6 +67,11 @@ class ChatModel(Protocol):
 
 class Embeds(Protocol):
     """What the stages need of an embedder (an :class:`~skillsynth.models.embed.Embedder`)."""
+
+    @property
+    def embedder_id(self) -> str:
+        """``<model>:<dimension>``: what GAIA's ``meta.embedder_id`` records."""
+        ...
 
     def embed(self, texts: Sequence[str], *, kind: Kind = ...,
               progress: bool = ...) -> np.ndarray: ...

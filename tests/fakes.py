@@ -154,6 +154,7 @@ class FakeChatModel:
 
     calls = 0
     cache_hits = 0
+    model_id = "fake-chat"
 
     def ensure_ready(self) -> None:
         pass

@@ -414,6 +414,7 @@ class FakeHostileModel:
 
     def __init__(self, answers: tuple[str, ...]):
         self.answers, self.calls, self.cache_hits = list(answers), 0, 0
+        self.model_id = "fake-hostile"
 
     def ensure_ready(self) -> None:
         pass

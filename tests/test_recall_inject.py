@@ -16,6 +16,8 @@ from skillsynth.store import MemoryStore, Procedure, encode_embedding
 class FakeEmbedder:
     """FAKE: maps known texts to fixed unit vectors (unit tests only)."""
 
+    embedder_id = "fake-table:2"
+
     def __init__(self, table):
         self.table = table
 

@@ -52,7 +52,7 @@ def _eval_point(args: argparse.Namespace) -> int:
             rep = live_history(get_world(world), chat, corpus, tasks=tasks or (),
                                attempts=cfg.k + 1, step_limit=cfg.step_limit,
                                temperature=cfg.temperature, policy=cfg.policy,
-                               model=getattr(getattr(chat, "endpoint", None), "model", None),
+                               model=chat.model_id,
                                progress=True)
             print(f"live history: {rep.ran} run(s), {rep.already_present} kept, "
                   f"{rep.successes} succeeded; corpus {corpus}", file=sys.stderr)

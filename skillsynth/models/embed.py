@@ -210,7 +210,7 @@ class Embedder:
         return result
 
 
-def check_store_embedder(store: MemoryStore, embedder: Embedder, *, record: bool = True) -> None:
+def check_store_embedder(store: MemoryStore, embedder: Embeds, *, record: bool = True) -> None:
     """Refuse to mix embedders in one database; record ours where none is recorded.
 
     GAIA clears every stored vector when its embedder changes; skillsynth never does that

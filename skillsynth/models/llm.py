@@ -398,6 +398,11 @@ class ChatClient:
         #: the latest answer :meth:`chat` returned (its usage, for benchmarks).
         self.last: ChatResult | None = None
 
+    @property
+    def model_id(self) -> str:
+        """The endpoint's model id."""
+        return self.endpoint.model
+
     def close(self) -> None:
         """Close the HTTP client (the cache belongs to the caller)."""
         self.conn.close()

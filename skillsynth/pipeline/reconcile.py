@@ -109,7 +109,7 @@ def reconcile_and_store(candidate: Skill, cluster: Cluster, store: MemoryStore,
         provenance={"source": PROVENANCE_SOURCE, "from_sessions": list(cluster.session_ids)},
         version=candidate.version, embedding=encode_embedding(vec))
     with store.transaction():
-        embedder_id = getattr(embedder, "embedder_id", None)
+        embedder_id = embedder.embedder_id
         if embedder_id and store.get_meta(EMBEDDER_META_KEY) is None:
             # the first stored vector records whose it is (not a pass that wrote nothing)
             store.set_meta(EMBEDDER_META_KEY, embedder_id)

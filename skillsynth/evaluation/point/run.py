@@ -265,8 +265,7 @@ def run_point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out_dir: str | 
     if cfg.protocol == "rolling":
         with MemoryStore.open(cfg.corpus, read_only=True) as corpus, \
                 MemoryStore.init(history_db) as store, _stage(timings, "rolling_passes"):
-            if hasattr(embedder, "embedder_id"):
-                check_store_embedder(store, embedder)  # type: ignore[arg-type]
+            check_store_embedder(store, embedder)
             rolled = run_rolling(
                 corpus, store, strategy=strategy, llm=llm, embedder=queries, th=th,
                 split=split, labels=labels, k=cfg.k, mode=cfg.mode, recall_key=cfg.recall_key,
@@ -332,8 +331,7 @@ def run_point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out_dir: str | 
                    "file_sha256": file_sha256(cfg.corpus), "labels_sha256": labels_sha},
         "versions": {"skillsynth": __version__, "distill_prompt": strategy.distill_prompt(),
                      "replay_rule": RULE,
-                     "chat_model": getattr(getattr(llm, "endpoint", None), "model", None),
-                     "embedder": getattr(embedder, "embedder_id", None)},
+                     "chat_model": llm.model_id, "embedder": embedder.embedder_id},
         "split": split_info,
         "live": live_info,
         "pass": _combined(reports),
@@ -385,8 +383,7 @@ def _strict(cfg: EvalConfig, strategy: Strategy, llm: ChatModel, embedder: Embed
     outcomes = {s: x.success for s, x in labels.items() if x.success is not None}
     history_tasks = {labels[s].task_id for s in split.history if s in labels}
     with MemoryStore.open(history_db) as store:
-        if hasattr(embedder, "embedder_id"):
-            check_store_embedder(store, embedder)  # type: ignore[arg-type]
+        check_store_embedder(store, embedder)
         with _stage(timings, "clustering"):  # with distillation (cache hits when warm)
             report = strategy.synthesize(store, llm, embedder, th, mode=cfg.mode,
                                          rate=cfg.rate, outcomes=outcomes)

@@ -143,6 +143,11 @@ class QueryMemo:
         self.cache = getattr(inner, "cache", None)  # hit counts stay the inner embedder's
         self._vectors: dict[str, np.ndarray] = {}
 
+    @property
+    def embedder_id(self) -> str:
+        """The inner embedder's."""
+        return self.inner.embedder_id
+
     def embed(self, texts: Sequence[str], *, kind: Kind = "document",
               progress: bool = False) -> np.ndarray:
         if kind != "query":

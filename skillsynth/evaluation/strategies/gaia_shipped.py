@@ -239,7 +239,7 @@ def gaia_shipped_pass(store: MemoryStore, llm: ChatModel, embedder: Embeds,
     prompt_version = gaia_distill_prompt_version()
     host_type = _host_type()
     chat = _ChatSeam(llm, prompt_version,
-                     effective_model=getattr(getattr(llm, "endpoint", None), "model", None))
+                     effective_model=llm.model_id)
     block = gaia_settings_block(config)
     if memory_disabled:
         with _PASS_LOCK, _gaia_settings(block):

@@ -145,7 +145,7 @@ def goal_similarities(corpus_db: str | Path, embedder: Any, *, max_pairs: int = 
         return [round(float(a), 4) for a in x]
 
     return {"same": sample(vals[same_mask]), "different": sample(vals[~same_mask]),
-            "n_sessions": len(ids), "embedder": getattr(embedder, "embedder_id", None),
+            "n_sessions": len(ids), "embedder": embedder.embedder_id,
             "family": family}
 
 

@@ -387,11 +387,11 @@ def calibrate(corpora: Sequence[CalibrationCorpus], embedder: Embeds, *,
         for info, rows in zip(infos, rtables, strict=True):
             row = next(r for r in rows if abs(r.tau - recall_tau) < 1e-9)
             info["recall_at_proposal"] = dataclasses.asdict(row)
-        chat_model = chat_model or getattr(getattr(llm, "endpoint", None), "model", None)
+        chat_model = chat_model or llm.model_id
     extra = ({"k": k, "min_occurrences": min_occurrences, "mode": mode} if llm is not None
              else {})
     return Calibration(
-        extra=extra, embedder=str(getattr(embedder, "embedder_id", "unknown")),
+        extra=extra, embedder=embedder.embedder_id,
         similarity_tau=sim_tau,
         recall_tau=recall_tau, chat_model=chat_model if llm is not None else None,
         method=METHOD, corpora=tuple(infos), clustering=tuple(clustering),
