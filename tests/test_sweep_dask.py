@@ -33,7 +33,7 @@ pytestmark = pytest.mark.dask  # every test here starts or reaches a Dask cluste
 ROOT = Path(__file__).resolve().parent.parent
 CI_SPEC = ROOT / "eval" / "sweeps" / "ci.yaml"
 #: KPIs that count what the run cost (model calls, cache hits), not what it measured
-COST_KPIS = {"llm_calls", "cache_hit_rate"}
+COST_KPIS = {"llm_calls", "cache_hit_rate", "startup_seconds"}  # startup_seconds: wall time
 #: row fields that differ between identical runs: fresh procedure ids, timings, cache state
 VOLATILE = {"recalled_ids", "wall_s", "llm_calls", "cache_hits"}
 
