@@ -5,7 +5,9 @@ Test tiers (markers registered in pyproject.toml): ``models``, ``live``, ``dask`
 ``SKILLSYNTH_TEST_TIER=fast`` (``scripts/test.sh --fast``) the session runs as on a machine
 where nothing is prepared: the models home is an empty folder and importing tau2 fails, so
 an unmarked test that needs the models or a world fails loudly instead of quietly slowing
-the fast tier down. CI runs the fast tier that way before the full suite.
+the fast tier down. CI runs the fast tier that way before the full suite, on a fresh
+environment where tau2 is not installed at all, which also catches a test that reaches tau2
+through a subprocess (the in-process guard cannot see those).
 """
 
 from __future__ import annotations

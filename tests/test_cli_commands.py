@@ -53,6 +53,7 @@ def test_world_prepare_is_idempotent_and_bench_worlds_times_real_calls(capsys):
     assert f["fresh_episode_ms"]["n"] == 3 and "live_run_s" not in f
 
 
+@pytest.mark.live  # its long output is a tau2 world's task list
 def test_output_cut_short_by_the_reader_is_not_an_error():
     import subprocess
     import sys
