@@ -352,7 +352,8 @@ def test_live_smoke_two_tau2_retail_tasks_both_arms(servers, tmp_path):
     data = Path(__file__).resolve().parents[1] / "datasets" / "tau2-retail"
     db = tmp_path / "retail.db"
     import_corpus("tau2", [data], db, tasks=data / "tasks_retail_HEAD.json.gz")
-    cfg = EvalConfig(str(db), thresholds=load_thresholds(None, embedder=EMBED_MODEL_ID), k=1,
+    cfg = EvalConfig(str(db), thresholds=load_thresholds(None, embedder=EMBED_MODEL_ID,
+                                                         calibrated=True), k=1,
                      live=True, world="tau2:retail", tasks=("5", "9"), step_limit=4,
                      policy=False, n_boot=200)
     with ChatClient(servers.chat) as chat, Embedder(servers.embed) as emb:
