@@ -186,11 +186,15 @@ def test_an_insensitive_instrument_reads_insensitive_not_pass_or_fail():
         assert "does not separate from none" in row.why and f"otherwise {was}" in row.why
     assert "live_sensitivity_steps 0.05 [-0.10, 0.20]" in got["Tool-step reduction"].why
     assert "live_sensitivity_success" in got["No harm"].why
-    # a control that separates (either side) leaves the status and says so
-    pt = _live(HARM, GOOD, live_sensitivity_success=GOOD, live_sensitivity_steps=HARM)
+    # a control that shows a gain leaves the status and says so
+    pt = _live(HARM, GOOD, live_sensitivity_success=GOOD, live_sensitivity_steps=GOOD)
     got = _rows(pt)
     assert (got["No harm"].status, got["Tool-step reduction"].status) == ("FAIL", "PASS")
     assert "separates from none" in got["Tool-step reduction"].note
+    # an ideal procedure that scores below none: the measure cannot show a gain
+    got = _rows(_live(HARM, GOOD, live_sensitivity_success=GOOD, live_sensitivity_steps=HARM))
+    assert got["Tool-step reduction"].status == "INSENSITIVE"
+    assert "scores below none" in got["Tool-step reduction"].why
     # a replay point reads the replay control
     rp = _point(step_reduction=GOOD, replay_sensitivity_steps=flat)
     assert _rows(rp)["Tool-step reduction"].status == "INSENSITIVE"

@@ -142,8 +142,9 @@ def judge(kpi: Mapping[str, Any] | None, target: float, *, strict: bool) -> tupl
 
 def control_check(kpis: Mapping[str, Any], name: str) -> tuple[bool | None, str]:
     """Could the instrument see an effect? The positive control ``name`` (oracle minus no
-    memory, paired) separates from none when its interval excludes 0, either side, over
-    enough families (:func:`judge`'s minimum). None: the control was not run (no such KPI).
+    memory, paired) separates from none when its interval lies above 0, over enough
+    families (:func:`judge`'s minimum): an ideal procedure that scores below none shows the
+    measure cannot see a gain. None: the control was not run (no such KPI).
     """
     k = kpis.get(name)
     if not k:
@@ -158,6 +159,8 @@ def control_check(kpis: Mapping[str, Any], name: str) -> tuple[bool | None, str]
         return False, f"positive control {shown}: {few}"
     if lo is None or hi is None or lo <= 0 <= hi:
         return False, f"positive control {shown} does not separate from none"
+    if hi < 0:  # the ideal procedure scores worse than none: the measure cannot show a gain
+        return False, f"positive control {shown} scores below none: the measure cannot show a gain"
     return True, f"positive control {shown} separates from none"
 
 
