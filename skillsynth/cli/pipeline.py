@@ -20,16 +20,13 @@ from ._common import (
     thresholds_of,
 )
 
-__all__ = ["LUMPED_SHARE", "register"]
-
-#: A pass whose largest cluster holds more than this share of its sessions is lumping.
-LUMPED_SHARE = 0.5
+__all__ = ["register"]
 
 
 def _synthesize(args: argparse.Namespace) -> int:
     from ..config import gaia_memory_disabled
     from ..models.embed import check_store_embedder
-    from ..pipeline.synthesize import synthesize_skills
+    from ..pipeline.synthesize import LUMPED_SHARE, synthesize_skills
 
     th = thresholds_of(args)
     with MemoryStore.open(args.db, read_only=args.dry_run) as store, clients(args) as (c, e):

@@ -46,7 +46,7 @@ from .distill import DistillMode, distill
 from .reconcile import reconcile_and_store
 from .skill import Skill
 
-__all__ = ["NO_GOAL_DETAIL", "PassReport", "advance_watermark", "synthesize_skills"]
+__all__ = ["LUMPED_SHARE", "NO_GOAL_DETAIL", "PassReport", "advance_watermark", "synthesize_skills"]
 
 log = logging.getLogger("skillsynth.pipeline.synthesize")
 
@@ -106,6 +106,11 @@ class PassReport:
         from dataclasses import asdict
 
         return asdict(self)
+
+
+#: A pass whose largest cluster holds more than this share of the sessions it clustered is
+#: lumping: one procedure would stand for everything (the point-level guard uses it too).
+LUMPED_SHARE = 0.5
 
 
 def synthesize_skills(

@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from ...pipeline.synthesize import LUMPED_SHARE
 from ...store import Procedure
 from .metrics import KPI, proportion_kpi
 from .split import Split
@@ -28,8 +29,6 @@ __all__ = ["LUMPED_SHARE", "LUMP_FAMILIES", "lumping_kpis"]
 
 #: A procedure whose members come from this many families or more, none holding half, lumps.
 LUMP_FAMILIES = 3
-#: The largest procedure holding more than this share of the members: one for everything.
-LUMPED_SHARE = 0.5
 
 
 def _members(p: Procedure) -> list[str]:

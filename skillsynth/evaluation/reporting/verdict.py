@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from ..point.lumping import LUMPED_SHARE
 from ..point.metrics import MIN_FAMILIES
 
 __all__ = [
@@ -287,7 +288,7 @@ def _specific(kpis: Mapping[str, Any]) -> VerdictRow:
     if n == 0 or v is None:
         return VerdictRow("Procedures stay specific", target, "lumped_procedure_share", v, lo,
                           hi, n, "NOT MEASURED", "checks", why="no active procedure")
-    lumped = v > 0 or (big is not None and big > 0.5)
+    lumped = v > 0 or (big is not None and big > LUMPED_SHARE)
     note = (f"one procedure for everything: {v:.0%} of {n} procedures lump families"
             + (f", the largest holds {big:.0%} of the members" if big is not None else "")
             ) if lumped else (f"largest procedure {big:.0%} of the members"
