@@ -195,10 +195,11 @@ def _coerce(key: str, value: Any, source: str | None) -> Any:
                               source=source)
         return value
     kind = type(default)
-    if kind is int and isinstance(value, float) and not value.is_integer():
-        raise ConfigError(f"{key} must be a whole number, got {value!r}", key=key, source=source)
+    fractional = kind is int and isinstance(value, float) and not value.is_integer()
+    if isinstance(value, bool) or fractional:  # True is not 1 here, nor 2.5 a whole number
+        return _bad(key, value, kind, source)
     try:
-        return kind(value) if not isinstance(value, bool) else _bad(key, value, kind, source)
+        return kind(value)
     except (TypeError, ValueError):
         return _bad(key, value, kind, source)
 
