@@ -12,7 +12,7 @@ from fakes import FakeAgentAnswer, FakeScriptedAgent
 from skillsynth.config import Thresholds
 from skillsynth.corpora.labels import LabelStore, labels_path_for
 from skillsynth.errors import SkillsynthError, WorldError
-from skillsynth.evaluation.live.agent import run_agent
+from skillsynth.evaluation.live.agent import DONE_TOOL, SOLO_NUDGE, run_agent
 from skillsynth.evaluation.live.history import live_history
 from skillsynth.evaluation.live.worlds import WORLDS, Turn, get_world
 from skillsynth.evaluation.live.worlds import tau2 as tau2_world
@@ -111,7 +111,11 @@ def test_the_agent_loop_acts_in_the_world_and_reports_every_figure(airline):
     system = llm.requests[0][0][0]["content"]
     assert "Airline Agent Policy" in system and "not available" in system
     assert llm.requests[0][0][1]["content"] == airline.task("9").prompt
-    assert (base.prompt_tokens, base.completion_tokens, base.turns) == (32, 8, 4)
+    # the text answer after the plan is met by two reminders, then ends the run
+    assert (base.prompt_tokens, base.completion_tokens, base.turns, base.nudges) == (
+        48, 12, 6, 2)
+    assert llm.requests[4][0][-1] == {"role": "user", "content": SOLO_NUDGE}
+    assert "done" in [t["function"]["name"] for t in llm.requests[0][1]]
     skill = Skill(name="cancel", description="The user wants to cancel a reservation",
                   body="1. Call cancel_reservation", tools_required=("cancel_reservation",
                                                                      "not_a_world_tool"))
@@ -127,9 +131,43 @@ def test_the_agent_loop_acts_in_the_world_and_reports_every_figure(airline):
     guess = FakeScriptedAgent([], final='{"name": "cancel_it", "arguments": {"id": "X"}}')
     guessed = run_agent(guess, airline.start("9"), **kw)  # a tool the world does not offer
     assert (guessed.steps, guessed.unoffered_text_calls, guessed.termination) == (
-        0, 1, "agent-stop")
+        0, 3, "agent-stop")  # written in the first answer and after each of two reminders
     line = json.loads(json.dumps(base.as_dict()))
     assert line["transcript"][0]["name"] == "get_user_details" and not line["transcript"][0]["ok"]
+
+
+class FakeEarlyReporter(FakeScriptedAgent):
+    """FAKE solo agent that reports in text after its first call, goes on when reminded,
+    and ends by calling the solo stop tool ``done``."""
+
+    def chat(self, messages, *, tools=None, **kw):
+        done = sum(1 for m in messages if m["role"] == "tool")
+        reminded = messages[-1] == {"role": "user", "content": SOLO_NUDGE}
+        if done == 1 and not reminded and messages[-1]["role"] == "tool":
+            self.calls += 1
+            self.requests.append((list(messages), tools))
+            return FakeAgentAnswer("The customer's user id is known.", ())
+        if done >= len(self.plan):
+            self.calls += 1
+            self.requests.append((list(messages), tools))
+            return FakeAgentAnswer(None, ({"id": "stop", "type": "function", "function": {
+                "name": DONE_TOOL, "arguments": "{}"}},))
+        return super().chat(messages, tools=tools, **kw)
+
+
+def test_a_solo_agent_that_reports_early_is_reminded_and_stops_with_done(airline):
+    plan = [("get_user_details", {"user_id": "nobody"}), *_golden(airline, "9")]
+    kw = {"tool_specs": airline.tool_specs(), "config": Thresholds(), "solo": True}
+    run = run_agent(FakeEarlyReporter(plan), airline.start("9"), **kw)
+    # one reminder after the early report; ``done`` ends the run and is no world call
+    assert (run.steps, run.nudges, run.termination, run.success) == (
+        len(plan), 1, "agent-stop", True)
+    assert DONE_TOOL not in [name for name, _ in run.calls]
+    old = run_agent(FakeEarlyReporter(plan), airline.start("9"), solo_nudges=0, **kw)
+    assert (old.steps, old.nudges, old.success) == (1, 0, False)  # the agent-v3 loop
+    user_led = run_agent(FakeEarlyReporter(plan), airline.start("9"), **{**kw, "solo": False})
+    assert DONE_TOOL not in [t["function"]["name"] for t in airline.tool_specs()]
+    assert (user_led.steps, user_led.nudges) == (1, 0)  # not solo: no stop tool, no reminder
 
 
 def test_live_history_writes_gaia_rows_and_labels_and_resumes(tmp_path, airline):

@@ -5,7 +5,8 @@ Each arm of a probe is one run: the task's prompt as the first user turn, the wo
 order, at most 14 tools), the world's policy and, in the memory arm, GAIA's ``RECALLED
 PROCEDURES`` block in the system prompt. Every call is executed by the world's episode
 (a fresh state per run). The loop stops when the model answers without a tool call
-(``agent-stop``; with a simulated user, when the user ends the conversation: ``user-stop``),
+(``agent-stop``; solo, when it calls tau2's stop tool ``done``, or answers in text after two
+reminders to go on; with a simulated user, when the user ends the conversation: ``user-stop``),
 at the step limit (``step-limit``) or on a model error (``model-error``); the world then
 scores the run by its own rule. A call the model wrote as JSON text in its
 answer (small local models do) is taken as a call when it names an offered tool
@@ -18,7 +19,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ...errors import LLMError
@@ -30,17 +31,28 @@ from ...store import now_iso
 from .user_sim import GREETING, UserSimulator
 from .worlds import Episode, Termination, Turn, canonical_args
 
-__all__ = ["AGENT_PROMPT_VERSION", "AgentRun", "run_agent", "system_prompt"]
+__all__ = ["AGENT_PROMPT_VERSION", "DONE_TOOL", "SOLO_NUDGE", "SOLO_NUDGES", "AgentRun", "run_agent",
+           "system_prompt"]
 
+#: The tool a solo agent calls to end its run (tau2's solo agent's stop tool).
+DONE_TOOL = "done"
 #: Part of the call-cache key of every agent turn.
-AGENT_PROMPT_VERSION = "agent-v3"
+AGENT_PROMPT_VERSION = "agent-v4"
 _SYSTEM = ("You are a tool-using assistant. Use the tools to accomplish the user's goal, one "
            "call at a time. When the goal is done, reply with a short final answer and no "
            "tool call.")
 _SOLO = ("The customer is not available during this task: the request below is all they "
          "will say, and they have already confirmed every action it asks for. Do not ask "
-         "them questions: look up what you need with the tools, act, then report the "
-         "outcome.")
+         "them questions: look up what you need with the tools and act. When the task is "
+         f"complete, call the `{DONE_TOOL}` tool, alone.")
+#: The reminder a solo agent gets when it answers in text instead of calling a tool.
+SOLO_NUDGE = ("(The customer cannot reply.) Continue with the tools. When the task is "
+              f"complete, call the `{DONE_TOOL}` tool.")
+#: Reminders a solo agent gets before a text answer ends its run.
+SOLO_NUDGES = 2
+_DONE_SPEC: Mapping[str, Any] = {"type": "function", "function": {
+    "name": DONE_TOOL, "description": "Call this, alone, when the task is complete.",
+    "parameters": {"type": "object", "properties": {}}}}
 
 
 @dataclass(frozen=True)
@@ -64,6 +76,7 @@ class AgentRun:
         text_calls_not_run: calls written in an answer's text after its first one (a text
             answer is taken as one call a turn: what follows was written before any result
             came back, so it is a plan, not calls; counted so it is seen).
+        nudges: reminders a solo agent got after answering in text (``done`` not called).
         error: the model error that ended the run, if one did.
         wall_s: seconds.
         answer: the agent's last text.
@@ -91,6 +104,7 @@ class AgentRun:
     unoffered_text_calls: int = 0
     user_turns: int = 0
     text_calls_not_run: int = 0
+    nudges: int = 0
 
     @property
     def tokens(self) -> int:
@@ -137,7 +151,7 @@ def run_agent(llm: ChatModel, episode: Episode, *, tool_specs: Sequence[Mapping[
               policy: str = "", recalled: Sequence[Skill] = (), config: Any,
               step_limit: int = 12, max_tokens: int = 256, temperature: float = 0.0,
               seed: int = 0, solo: bool = False, user: UserSimulator | None = None,
-              recall_cut: RecallCut = "raw") -> AgentRun:
+              recall_cut: RecallCut = "raw", solo_nudges: int = SOLO_NUDGES) -> AgentRun:
     """Run one arm of one task in ``episode`` and have the world score it.
 
     Args:
@@ -150,17 +164,22 @@ def run_agent(llm: ChatModel, episode: Episode, *, tool_specs: Sequence[Mapping[
         step_limit: most tool calls before the run is cut off.
         max_tokens: generation cap per turn.
         temperature, seed: sampling (seeded where the server honours it).
-        solo: no user simulator: the system prompt says the user is away.
+        solo: no user simulator: the system prompt says the user is away, the agent is
+            offered tau2's solo stop tool ``done`` and ends the run by calling it; a text
+            answer instead is met with a fixed reminder, at most ``solo_nudges`` times,
+            after which the answer ends the run.
         user: a simulated user: it opens the conversation and answers every message the
             agent sends without a tool call, until it stops (``user-stop``) or runs out of
-            turns (``turn-limit``). Without one, the agent's first answer ends the run.
+            turns (``turn-limit``). Without one (and not solo), the first answer ends the run.
         recall_cut: how recalled bodies over ``max_recall_body_chars`` are cut (``raw``:
             GAIA's slice; ``whole_steps``: after the last whole step).
+        solo_nudges: reminders a solo agent gets when it answers in text (0: the first
+            answer ends the run, the loop before ``agent-v4``).
     """
     t0 = time.perf_counter()
-    specs = _loaded(tool_specs, recalled)
-    offered = [s["function"]["name"] for s in specs]
-    transcript: list[Turn] = []
+    solo = solo and user is None
+    specs = _loaded(tool_specs, recalled) + ([_DONE_SPEC] if solo else [])
+    loop = _Loop([s["function"]["name"] for s in specs], solo_nudges if solo else 0)
     opening = episode.task.prompt
     if user is not None:
         try:
@@ -168,76 +187,127 @@ def run_agent(llm: ChatModel, episode: Episode, *, tool_specs: Sequence[Mapping[
         except LLMError as exc:
             return _failed(exc, t0)
     messages: list[dict[str, Any]] = [
-        {"role": "system", "content": system_prompt(policy, recalled, config,
-                                                    solo=solo and user is None,
+        {"role": "system", "content": system_prompt(policy, recalled, config, solo=solo,
                                                     cut=recall_cut)},
         *([{"role": "assistant", "content": GREETING}] if user is not None else []),
         {"role": "user", "content": opening}]
-    made: list[tuple[str, str]] = []
-    failed = turns = hits = from_text = p_tok = c_tok = unoffered = not_run = 0
-    termination: Termination = "step-limit"
-    error, answer = None, ""
-    while len(made) < step_limit:
+    while loop.termination is None:
+        if len(loop.made) >= step_limit:
+            loop.termination = "step-limit"
+            break
         try:
             r = llm.chat(messages, tools=specs, temperature=temperature, max_tokens=max_tokens,
                          seed=seed, prompt_version=AGENT_PROMPT_VERSION)
         except LLMError as exc:
-            error, termination = f"{type(exc).__name__}: {exc}", "model-error"
+            loop.error, loop.termination = f"{type(exc).__name__}: {exc}", "model-error"
             break
-        turns += 1
-        hits += int(r.cached)
-        p_tok += int(r.usage.get("prompt_tokens") or 0)
-        c_tok += int(r.usage.get("completion_tokens") or 0)
-        calls = r.tool_calls
-        if not calls:
-            written = tool_calls_in_content(r.content, offered)
-            calls = written[:1]  # one call a turn: the rest had not seen this one's result
-            from_text += len(calls)
-            not_run += len(written) - len(calls)
-        if not calls:
-            unoffered += len(tool_calls_in_content(r.content, None))
-            answer = (r.content or "").strip()
-            transcript.append(Turn("answer", content=answer, timestamp=now_iso()))
-            if user is None:
-                termination = "agent-stop"
-                break
-            if user.exhausted:
-                termination = "turn-limit"
-                break
-            try:
-                said, stop = user.reply(answer)
-            except LLMError as exc:
-                error, termination = f"user {type(exc).__name__}: {exc}", "model-error"
-                break
-            if stop:
-                termination = "user-stop"
-                break
-            messages += [{"role": "assistant", "content": answer},
-                         {"role": "user", "content": said}]
-            continue
-        if r.content and calls is r.tool_calls:
-            transcript.append(Turn("answer", content=r.content.strip(), timestamp=now_iso()))
-        messages.append({"role": "assistant", "content": "" if calls is not r.tool_calls
-                         else r.content or "", "tool_calls": list(calls)})
-        for i, tc in enumerate(calls):
-            fn = tc.get("function") or {}
-            name, args = str(fn.get("name", "")), fn.get("arguments") or "{}"
-            made.append((name, canonical_args(args)))
-            at = now_iso()
-            out = episode.execute(name, args)
-            failed += not out.ok
-            transcript.append(Turn("call", name, _as_mapping(args), out.result, out.ok,
-                                   timestamp=at))
-            messages.append({"role": "tool", "tool_call_id": tc.get("id") or f"call_{turns}_{i}",
-                             "content": out.result})
-            if len(made) >= step_limit:
-                break
-    score = episode.score(transcript, termination)
-    return AgentRun(len(made), tuple(made), failed, turns, termination, score.success,
-                    score.reward, p_tok, c_tok, turns - hits, hits, from_text, error,
-                    round(time.perf_counter() - t0, 3), answer, tuple(transcript),
-                    dict(score.detail), unoffered, user.turns if user is not None else 0,
-                    not_run)
+        loop.count(r)
+        calls = loop.calls_of(r)
+        if calls:
+            _execute(loop, episode, messages, r, calls, step_limit)
+        else:
+            _answered(loop, messages, (r.content or "").strip(), user)
+    termination = loop.termination or "step-limit"
+    score = episode.score(loop.transcript, termination)
+    return AgentRun(len(loop.made), tuple(loop.made), loop.failed, loop.turns, termination,
+                    score.success, score.reward, loop.p_tok, loop.c_tok,
+                    loop.turns - loop.hits, loop.hits, loop.from_text, loop.error,
+                    round(time.perf_counter() - t0, 3), loop.answer, tuple(loop.transcript),
+                    dict(score.detail), loop.unoffered,
+                    user.turns if user is not None else 0, loop.not_run, loop.nudges)
+
+
+@dataclass
+class _Loop:
+    """One run's running state (mutable, private to :func:`run_agent`)."""
+
+    offered: list[str]
+    nudges_left: int
+    made: list[tuple[str, str]] = field(default_factory=list)
+    transcript: list[Turn] = field(default_factory=list)
+    termination: Termination | None = None
+    error: str | None = None
+    answer: str = ""
+    failed: int = 0
+    turns: int = 0
+    hits: int = 0
+    from_text: int = 0
+    p_tok: int = 0
+    c_tok: int = 0
+    unoffered: int = 0
+    not_run: int = 0
+    nudges: int = 0
+
+    def count(self, r: Any) -> None:
+        self.turns += 1
+        self.hits += int(r.cached)
+        self.p_tok += int(r.usage.get("prompt_tokens") or 0)
+        self.c_tok += int(r.usage.get("completion_tokens") or 0)
+
+    def calls_of(self, r: Any) -> list[dict[str, Any]]:
+        """The turn's calls: its ``tool_calls``, else the first call written in its text
+        (one call a turn: the rest had not seen this one's result)."""
+        if r.tool_calls:
+            return list(r.tool_calls)
+        written = tool_calls_in_content(r.content, self.offered)
+        self.from_text += min(len(written), 1)
+        self.not_run += max(len(written) - 1, 0)
+        return list(written[:1])
+
+
+def _execute(loop: _Loop, episode: Episode, messages: list[dict[str, Any]], r: Any,
+             calls: list[dict[str, Any]], step_limit: int) -> None:
+    """Execute a turn's calls in the world (the solo stop tool ends the run instead)."""
+    native = bool(r.tool_calls)
+    if r.content and native:
+        loop.transcript.append(Turn("answer", content=r.content.strip(), timestamp=now_iso()))
+    messages.append({"role": "assistant", "content": (r.content or "") if native else "",
+                     "tool_calls": calls})
+    for i, tc in enumerate(calls):
+        fn = tc.get("function") or {}
+        name, args = str(fn.get("name", "")), fn.get("arguments") or "{}"
+        if name == DONE_TOOL and DONE_TOOL in loop.offered:
+            loop.termination = "agent-stop"
+            return
+        loop.made.append((name, canonical_args(args)))
+        at = now_iso()
+        out = episode.execute(name, args)
+        loop.failed += not out.ok
+        loop.transcript.append(Turn("call", name, _as_mapping(args), out.result, out.ok,
+                                    timestamp=at))
+        messages.append({"role": "tool", "tool_call_id": tc.get("id")
+                         or f"call_{loop.turns}_{i}", "content": out.result})
+        if len(loop.made) >= step_limit:
+            return
+
+
+def _answered(loop: _Loop, messages: list[dict[str, Any]], answer: str,
+              user: UserSimulator | None) -> None:
+    """A text answer: a solo agent is reminded to go on or call ``done``; a simulated user
+    replies; otherwise the run ends."""
+    loop.unoffered += len(tool_calls_in_content(answer, None))
+    loop.answer = answer
+    loop.transcript.append(Turn("answer", content=answer, timestamp=now_iso()))
+    if user is None:
+        if loop.nudges_left <= loop.nudges:
+            loop.termination = "agent-stop"
+            return
+        loop.nudges += 1
+        messages += [{"role": "assistant", "content": answer},
+                     {"role": "user", "content": SOLO_NUDGE}]
+        return
+    if user.exhausted:
+        loop.termination = "turn-limit"
+        return
+    try:
+        said, stop = user.reply(answer)
+    except LLMError as exc:
+        loop.error, loop.termination = f"user {type(exc).__name__}: {exc}", "model-error"
+        return
+    if stop:
+        loop.termination = "user-stop"
+        return
+    messages += [{"role": "assistant", "content": answer}, {"role": "user", "content": said}]
 
 
 def _failed(exc: LLMError, t0: float) -> AgentRun:
