@@ -5,6 +5,11 @@
 # corpus's history with the default embedded chat model. Needs `skillsynth models prepare`.
 # About 10 minutes on 2 cores with an empty call cache; seconds when cached.
 # Usage: scripts/calibrate.sh [extra `skillsynth calibrate` options, e.g. --model NAME]
+#   scripts/calibrate.sh --backend lemonade   GAIA's own embedder (EmbeddingGemma-300m) and
+#       Gemma-4 on a running Lemonade Server: writes
+#       skillsynth/data/calibration/user.embeddinggemma-300m-GGUF.json (what
+#       `similarity_tau: calibrated` reads on that backend: eval/sweeps/lemonade-gaia-questions.yaml)
+#       and GAIA's settings block, eval/results/calibration/memory_settings.json.
 set -euo pipefail
 . "$(dirname "$0")/_venv.sh" notebooks
 cd "$ROOT"
@@ -19,6 +24,24 @@ skillsynth corpus import --format tau2 datasets/tau2-retail/*1trials.json.gz "$O
     --tasks datasets/tau2-retail/tasks_retail_HEAD.json.gz
 # Families: synthetic by task (paraphrases of one task); the real corpora by the tools
 # rule (their repeated trials share one goal text, so only kinds of task give pairs).
+# The shipped file is named after the embedder that ran: the embedded MiniLM, or Lemonade's
+# EmbeddingGemma (or --embed-model) with --backend lemonade.
+EMBEDDER=all-MiniLM-L6-v2-f16
+EXTRA=()
+for ((i = 1; i <= $#; i++)); do
+    case "${!i}" in
+        --backend) j=$((i + 1)); [ "${!j:-}" = lemonade ] && EMBEDDER=user.embeddinggemma-300m-GGUF \
+                       && EXTRA=(--write-settings "$OUT/memory_settings.json") ;;
+        --backend=lemonade) EMBEDDER=user.embeddinggemma-300m-GGUF
+                            EXTRA=(--write-settings "$OUT/memory_settings.json") ;;
+    esac
+done
+for ((i = 1; i <= $#; i++)); do
+    case "${!i}" in
+        --embed-model) j=$((i + 1)); EMBEDDER="${!j}" ;;
+        --embed-model=*) EMBEDDER="${!i#--embed-model=}" ;;
+    esac
+done
 skillsynth calibrate "$OUT/synthetic-8.db" "$OUT/taubench-airline.db::tools" \
     "$OUT/tau2-airline.db::tools" "$OUT/tau2-retail.db::tools" \
-    --out skillsynth/data/calibration/all-MiniLM-L6-v2-f16.json "$@"
+    --out "skillsynth/data/calibration/$EMBEDDER.json" ${EXTRA[@]+"${EXTRA[@]}"} "$@"

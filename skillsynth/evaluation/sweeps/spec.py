@@ -54,8 +54,8 @@ class SweepSpec:
             top-level key of the file); the grid may vary the sweepable ones.
         user: a simulated user's endpoint ``{base_url, model[, backend]}`` for live probes
             in a tau2 world (None: solo).
-        calibration: the embedded embedder's calibrated taus (local backend), used by
-            ``similarity_tau: calibrated`` and by every point of a spec that sets no tau.
+        calibration: the backend's embedder's calibrated taus (its file in
+            ``skillsynth/data/calibration/``, if any), used by ``similarity_tau: calibrated``.
         workers: points run at once.
         source: the spec file.
     """
@@ -95,14 +95,11 @@ class SweepSpec:
         backend = data.get("backend", "local")
         backend = {"backend": backend} if isinstance(backend, str) else dict(backend)
         base = dict(data.get("base") or {})
-        calibration: dict[str, float] = {}
-        if backend.get("backend", "local") == "local":
-            # the embedded embedder's calibrated taus, for `similarity_tau: calibrated` only:
-            # a spec that sets no tau runs GAIA's (the calibration lumps goals on held-out
-            # corpora; config.py says why)
-            from ...models.serve import EMBED_MODEL_ID
-
-            calibration = calibration_for(set(), EMBED_MODEL_ID)
+        # the backend's embedder's calibrated taus, for `similarity_tau: calibrated` only:
+        # a spec that sets no tau runs GAIA's (the calibration lumps goals on held-out
+        # corpora; config.py says why). Lemonade's EmbeddingGemma has one once
+        # `scripts/calibrate.sh --backend lemonade` has written it.
+        calibration = calibration_for(set(), _embed_model(backend))
         options = PointOptions.from_mapping(
             {k: v for k, v in data.items() if k in PointOptions.names()}, source=str(p))
         spec = cls(name=str(data["name"]), corpus=data["corpus"], grid=data["grid"],
@@ -271,8 +268,10 @@ class Point:
         base, values = dict(self.base), dict(self.values)
         if (base | values).get("similarity_tau") == CALIBRATED:
             if not self.calibration:
-                raise ConfigError("similarity_tau: calibrated needs an embedder with a shipped "
-                                  "calibration (backend local)", key="similarity_tau")
+                raise ConfigError("similarity_tau: calibrated needs a calibration of the "
+                                  "backend's embedder (skillsynth/data/calibration/<embedder>"
+                                  ".json: `scripts/calibrate.sh`, with `--backend lemonade` "
+                                  "for Lemonade's)", key="similarity_tau")
             base.pop("similarity_tau", None)
             values.pop("similarity_tau", None)
             base = dict(self.calibration) | base
@@ -280,6 +279,19 @@ class Point:
             base.pop("similarity_tau")
         return Thresholds().merge(base, source="sweep base").merge(
             values, source=f"sweep point {self.strategy}")
+
+
+def _embed_model(backend: Mapping[str, Any]) -> str:
+    """The embedder a spec's backend runs (its calibration file's name)."""
+    if backend.get("embed_model"):
+        return str(backend["embed_model"])
+    if backend.get("backend", "local") == "lemonade":
+        from ...models.llm import LEMONADE_EMBED_MODEL
+
+        return LEMONADE_EMBED_MODEL
+    from ...models.serve import EMBED_MODEL_ID
+
+    return EMBED_MODEL_ID
 
 
 def expand_points(spec: SweepSpec) -> list[Point]:
