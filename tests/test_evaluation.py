@@ -280,7 +280,7 @@ def test_agent_loop_follows_the_injected_procedure_and_respects_the_step_limit()
 
 
 def test_tool_calls_written_as_json_text_are_taken_when_they_name_an_offered_tool():
-    from skillsynth.models.llm import tool_calls_in_content
+    from skillsynth.models.text_calls import tool_calls_in_content
 
     fenced = '```json\n{"name": "search", "arguments": {"q": 1}}\n```'
     (c,) = tool_calls_in_content(fenced, ["search", "read"])

@@ -323,7 +323,7 @@ def test_the_default_chat_model_is_the_checked_assembly_of_its_parts():
 def test_the_default_model_calls_a_tool_and_the_call_is_read(servers):
     # Qwen2.5-Coder answers function calling with the call as JSON text in `content` under
     # llama-server; either way the agent must see one call of the offered tool.
-    from skillsynth.models.llm import tool_calls_in_content
+    from skillsynth.models.text_calls import tool_calls_in_content
 
     tools = [{"type": "function", "function": {
         "name": "get_weather", "description": "Current weather of a city",

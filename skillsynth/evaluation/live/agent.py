@@ -10,7 +10,7 @@ reminders to go on; with a simulated user, when the user ends the conversation: 
 at the step limit (``step-limit``) or on a model error (``model-error``); the world then
 scores the run by its own rule. A call the model wrote as JSON text in its
 answer (small local models do) is taken as a call when it names an offered tool
-(:func:`~skillsynth.models.llm.tool_calls_in_content`), and counted. This module measures; it
+(:func:`~skillsynth.models.text_calls.tool_calls_in_content`), and counted. This module measures; it
 estimates nothing.
 """
 
@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ...errors import LLMError
-from ...models.llm import tool_calls_in_content
+from ...models.text_calls import tool_calls_in_content
 from ...pipeline.inject import RecallCut, inject, tools_for_turn
 from ...pipeline.skill import Skill
 from ...protocols import ChatModel
