@@ -1,4 +1,5 @@
-"""Model access: the OpenAI-compatible chat client (``llm``; calls written as text: ``text_calls``), the
+"""Model access: the OpenAI-compatible chat client (``llm``; calls written as text:
+``text_calls``), the embedder (``embed``), the
 call cache (``cache``), the embedded llama-server models (``serve``, ``chat_models``) and the
 backend choice (``backend``: Lemonade or the embedded servers). The contracts the stages are
 written against are in :mod:`skillsynth.protocols`.
