@@ -18,13 +18,13 @@ from urllib.parse import quote
 
 from ..errors import ReadOnlyStoreError, SchemaError, StoreError
 from . import schema
+from .conversations import ConversationRows
 from .procedures import ProcedureRows
 from .progress import SynthesisProgress
 from .rows import (
     MigrationReport,
     StoreInfo,
     ToolCall,
-    Turn,
     _in_chunks,
     _truncate,
     now_iso,
@@ -36,7 +36,7 @@ __all__ = ["CURRENT_VERSION", "MemoryStore"]
 CURRENT_VERSION = schema.CURRENT_VERSION
 
 
-class MemoryStore(ProcedureRows, SynthesisProgress):
+class MemoryStore(ConversationRows, ProcedureRows, SynthesisProgress):
     """A GAIA ``memory.db`` on disk.
 
     Use :meth:`init` for a new database and :meth:`open` for an existing one. The object
@@ -448,80 +448,6 @@ class MemoryStore(ProcedureRows, SynthesisProgress):
                 f"SELECT DISTINCT session_id FROM tool_history WHERE session_id IN ({marks})",
                 chunk))
         return found
-
-    # ------------------------------------------------------------------ conversations
-    def add_turn(self, session_id: str, role: str, content: str, *,
-                 context: str = "global", timestamp: str | None = None) -> int:
-        """Append one conversation turn as GAIA 0.25.1 stores it: cut to 4000 characters,
-        an empty or blank one skipped (returns 0). The FTS mirror is GAIA's trigger's."""
-        self._require_writable()
-        if not content or not content.strip():
-            return 0
-        with self.transaction():
-            cur = self._conn.execute(
-                "INSERT INTO conversations (session_id, role, content, context, timestamp) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (session_id, role, content[:schema.TURN_TEXT_LIMIT], context,
-                 timestamp or now_iso()))
-        return int(cur.lastrowid or 0)
-
-    def turns(self, session_id: str | None = None, *, role: str | None = None) -> list[Turn]:
-        """Conversation turns in insertion order, optionally filtered."""
-        cond: list[str] = []
-        params: list[Any] = []
-        if session_id is not None:
-            cond.append("session_id = ?")
-            params.append(session_id)
-        if role is not None:
-            cond.append("role = ?")
-            params.append(role)
-        return self._select_turns(cond, params)
-
-    def _select_turns(self, cond: list[str], params: list[Any]) -> list[Turn]:
-        consolidated = ("consolidated_at" if "consolidated_at" in self._columns("conversations")
-                        else "NULL")
-        sql = (f"SELECT id, session_id, role, content, context, timestamp, {consolidated} "
-               "FROM conversations")
-        if cond:
-            sql += " WHERE " + " AND ".join(cond)
-        return [Turn(id=r[0], session_id=r[1], role=r[2], content=r[3], context=r[4],
-                     timestamp=r[5], consolidated_at=r[6])
-                for r in self._conn.execute(sql + " ORDER BY id", params)]
-
-    def _turns_in(self, column: str, values: Iterable[Any], role: str | None = None
-                  ) -> list[Turn]:
-        """Turns whose ``column`` is one of ``values`` (chunked under SQLite's parameter cap)."""
-        out: list[Turn] = []
-        for marks, chunk in _in_chunks(values):
-            cond = [f"{column} IN ({marks})"]
-            if role is not None:
-                cond.append("role = ?")
-            out += self._select_turns(cond, [*chunk, *([role] if role is not None else [])])
-        return sorted(out, key=lambda t: t.id or 0)
-
-    def first_user_turns(self, sessions: Iterable[str] | None = None) -> dict[str, Turn]:
-        """Each session's first ``role='user'`` turn: GAIA's definition of its goal.
-
-        ``sessions`` limits the read to those sessions (an incremental pass needs no more).
-        """
-        turns = (self.turns(role="user") if sessions is None
-                 else self._turns_in("session_id", sessions, role="user"))
-        out: dict[str, Turn] = {}
-        for t in turns:
-            out.setdefault(t.session_id, t)
-        return out
-
-    def search_conversations(self, query: str, limit: int = 20) -> list[Turn]:
-        """Full-text search over ``conversations_fts`` (GAIA's FTS5 mirror)."""
-        words = [w for w in "".join(c if c.isalnum() or c.isspace() else " "
-                                    for c in query).split() if w]
-        if not words:
-            return []
-        match = " AND ".join(f'"{w}"' for w in words)
-        rows = self._conn.execute(
-            "SELECT rowid FROM conversations_fts WHERE conversations_fts MATCH ? "
-            "ORDER BY rank LIMIT ?", (match, limit)).fetchall()
-        return self._turns_in("id", [r[0] for r in rows])
 
     # ------------------------------------------------------------------ raw access
     def execute(self, sql: str, params: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
