@@ -1,7 +1,8 @@
 """The synthesis pipeline, one module per stage, in the order data flows through them.
 
 ``skill`` (the SKILL.md format) -> ``detect`` (successful tool sequences per goal) ->
-``cluster`` (goals by similarity) -> ``distill`` (a cluster into a skill, by the LLM) ->
+``partition`` (goal vectors cut into independent groups, at scale) -> ``cluster`` (goals by
+similarity) -> ``distill`` (a cluster into a skill, by the LLM) ->
 ``recall`` (procedures for a goal) -> ``reconcile`` (a new skill against the store) ->
 ``synthesize`` (one pass: all of the above with #887's floors) -> ``inject`` (recalled skills
 into the planner prompt) -> ``export`` (a procedure to disk) -> ``outcome`` (use counts). A
@@ -9,7 +10,7 @@ stage imports only stages before it, the store and the models; never evaluation.
 """
 
 #: The stages in data-flow order (a stage may import only those before it).
-STAGES = ("skill", "detect", "cluster", "distill", "recall", "reconcile", "synthesize",
+STAGES = ("skill", "detect", "partition", "cluster", "distill", "recall", "reconcile", "synthesize",
           "inject", "export", "outcome")
 
 __all__ = ["STAGES"]
