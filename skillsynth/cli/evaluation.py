@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..evaluation.point.options import add_cli_options, cli_values
+from ..evaluation.point.options import PointOptions, add_cli_options, cli_values
 from ._common import (
     EXIT_FAIL,
     EXIT_OK,
@@ -241,15 +241,20 @@ def register(sub: Any) -> None:
                    "rerun resumes from the finished points)")
     p.add_argument("--calibration", default=None, metavar="FILE",
                    help="a calibration JSON whose `validation` records the result")
-    p.add_argument("--k", type=int, default=3, help="attempts per family in the history "
-                   "(the calibration's recall pass and the points)")
-    p.add_argument("--mode", choices=("json", "yaml"), default="json",
-                   help="distillation mode (calibration and points)")
+    opts = PointOptions.defaults()  # the points' options, declared once
+    p.add_argument("--k", type=int, default=opts["k"],
+                   help=f"{PointOptions.doc('k')} (also the calibration's recall pass; "
+                   f"default {opts['k']})")
+    p.add_argument("--mode", choices=("json", "yaml"), default=opts["mode"],
+                   help=f"{PointOptions.doc('mode')}, in calibration and points (default "
+                   f"{opts['mode']})")
     p.add_argument("--min-occurrences", type=int, default=2,
                    help="cluster size that qualifies in the calibration's recall pass (the "
                    "points use the thresholds' min_occurrences)")
-    p.add_argument("--seed", type=int, default=0, help="the points' bootstrap seed")
-    p.add_argument("--n-boot", type=int, default=2000, help="bootstrap resamples per interval")
+    p.add_argument("--seed", type=int, default=opts["seed"],
+                   help=f"{PointOptions.doc('seed')} of the points (default {opts['seed']})")
+    p.add_argument("--n-boot", type=int, default=opts["n_boot"],
+                   help=f"{PointOptions.doc('n_boot')} (default {opts['n_boot']})")
     model_options(p)
     p = command(sub, "sweep", "run a sweep spec through papermill (resumable)", _sweep)
     p.add_argument("spec", help="a sweep spec, e.g. eval/sweeps/synthetic-3x3x3.yaml")
