@@ -140,6 +140,23 @@ class FakeFamilyEmbedder:
         return np.vstack(out)
 
 
+class FakeBlurEmbedder(FakeFamilyEmbedder):
+    """FAKE embedder: the family embedder's vectors plus a direction every text shares, so
+    texts of different families sit at cosine ~``shared**2 / (1 + shared**2)`` (0.5 by
+    default) and a low enough tau merges every family into one cluster."""
+
+    embedder_id = "fake-blur:11"
+
+    def __init__(self, shared: float = 1.0) -> None:
+        super().__init__()
+        self.shared = shared
+
+    def embed(self, texts, *, kind="document", progress=False):
+        base = super().embed(texts, kind=kind, progress=progress)
+        out = np.hstack([base, np.full((len(base), 1), self.shared, dtype=np.float32)])
+        return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
 @dataclass
 class FakeAnswer:
     content: str

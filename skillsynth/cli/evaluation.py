@@ -1,4 +1,5 @@
-"""``skillsynth eval``, ``calibrate``, ``sweep``, ``report``, ``gate`` and ``baseline``."""
+"""``skillsynth eval``, ``calibrate``, ``validate-calibration``, ``sweep``, ``report``, ``gate``
+and ``baseline``."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..evaluation.point.options import add_cli_options, cli_values
+from ..evaluation.point.options import PointOptions, add_cli_options, cli_values
 from ._common import (
     EXIT_FAIL,
     EXIT_OK,
@@ -106,6 +107,32 @@ def _calibrate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _validate_calibration(args: argparse.Namespace) -> int:
+    from ..evaluation.tuning.calibrate import CalibrationCorpus, check_corpora
+    from ..evaluation.tuning.validate import folds, leave_one_out, record_validation
+
+    corpora = [CalibrationCorpus.parse(c) for c in args.corpora]
+    folds(corpora)  # two or more, none twice, each labelled: before any model server starts
+    check_corpora(corpora)
+    if args.calibrated:
+        raise UsageError("--calibrated would replace GAIA's thresholds, the comparison arm; "
+                         "set other thresholds with --config or --set")
+    base = thresholds_of(args)
+    with clients(args) as (chat, emb):
+        result = leave_one_out(corpora, emb, chat, args.out, base=base, k=args.k,
+                               min_occurrences=args.min_occurrences, mode=args.mode,
+                               seed=args.seed, n_boot=args.n_boot, progress=True)
+    if args.calibration:
+        record_validation(args.calibration, result)
+        print(f"validation recorded in {args.calibration}", file=sys.stderr)
+    if args.json:
+        print_json(result.as_dict())
+    else:
+        print(result.table(), end="")
+    print(f"table: {Path(args.out) / 'leave-one-out.md'}", file=sys.stderr)
+    return EXIT_OK if result.passed is True else EXIT_FAIL
+
+
 def _sweep(args: argparse.Namespace) -> int:
     from ..evaluation.sweeps.run import run_sweep
 
@@ -201,6 +228,33 @@ def register(sub: Any) -> None:
                    help="write the proposal as a memory_settings.json skill_synthesis block")
     p.add_argument("--overwrite", action="store_true",
                    help="replace the block of an existing --write-settings file")
+    model_options(p)
+    p = command(sub, "validate-calibration", "leave-one-corpus-out: calibrate on all corpora "
+                "but one, run the held-out corpus at the proposal and at GAIA's thresholds, "
+                "and say whether the proposal holds (exit 1 unless it holds on every corpus)",
+                _validate_calibration)
+    p.add_argument("corpora", nargs="+", metavar="CORPUS[::FAMILY]",
+                   help="two or more labelled corpus databases; ::tools reads families by "
+                   "the tools rule (default ::task), in the calibration and the points")
+    p.add_argument("--out", required=True, metavar="DIR",
+                   help="where the points, leave-one-out.json and leave-one-out.md go (a "
+                   "rerun resumes from the finished points)")
+    p.add_argument("--calibration", default=None, metavar="FILE",
+                   help="a calibration JSON whose `validation` records the result")
+    opts = PointOptions.defaults()  # the points' options, declared once
+    p.add_argument("--k", type=int, default=opts["k"],
+                   help=f"{PointOptions.doc('k')} (also the calibration's recall pass; "
+                   f"default {opts['k']})")
+    p.add_argument("--mode", choices=("json", "yaml"), default=opts["mode"],
+                   help=f"{PointOptions.doc('mode')}, in calibration and points (default "
+                   f"{opts['mode']})")
+    p.add_argument("--min-occurrences", type=int, default=2,
+                   help="cluster size that qualifies in the calibration's recall pass (the "
+                   "points use the thresholds' min_occurrences)")
+    p.add_argument("--seed", type=int, default=opts["seed"],
+                   help=f"{PointOptions.doc('seed')} of the points (default {opts['seed']})")
+    p.add_argument("--n-boot", type=int, default=opts["n_boot"],
+                   help=f"{PointOptions.doc('n_boot')} (default {opts['n_boot']})")
     model_options(p)
     p = command(sub, "sweep", "run a sweep spec through papermill (resumable)", _sweep)
     p.add_argument("spec", help="a sweep spec, e.g. eval/sweeps/synthetic-3x3x3.yaml")

@@ -71,7 +71,7 @@ class RunRecord:
     """How one point or sweep was produced.
 
     Attributes:
-        kind: ``point`` or ``sweep``.
+        kind: ``point``, ``sweep`` or ``leave-one-out`` (a calibration's validation).
         config: the configuration that decides the result (JSON-ready).
         skillsynth: the package version.
         git: the checkout's revision (None when installed from a wheel).
@@ -83,7 +83,7 @@ class RunRecord:
         started_utc, finished_utc: UTC times.
     """
 
-    kind: Literal["point", "sweep"]
+    kind: Literal["point", "sweep", "leave-one-out"]
     config: Mapping[str, Any]
     started_utc: str
     finished_utc: str

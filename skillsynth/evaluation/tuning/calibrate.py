@@ -21,13 +21,24 @@ all-MiniLM scores paraphrases lower. Two thresholds are calibrated separately:
   Trigger texts share phrasing, so this sits well above the goal-calibrated
   ``similarity_tau``; GAIA uses one tau for both, which at a low tau merges everything.
 
-For clustering and recall, on a 0.01 grid: precision, recall and F1 (clustering: over goal
-pairs; recall: precision over candidates at or above tau, recall over queries whose family
-has a procedure). The proposal is the tau with the best F1 averaged over the corpora (each
-corpus weighs the same, whatever its size); ties go to the higher tau. This is an estimate
-from the corpora given, recorded with them; the shipped calibration of the embedded embedder
-is ``data/calibration/<embed model id>.json``, used whenever that embedder runs and the user
-set no tau (:func:`skillsynth.config.calibrated_defaults`).
+On a 0.01 grid, each threshold is chosen by what it does downstream, not only by how well
+it separates pairs (pair separation alone proposed 0.31 for MiniLM, which lumps a history
+into one procedure):
+
+* ``similarity_tau``: per corpus and tau, the harmonic mean of the pairwise F1 and the
+  *cluster purity* of the pipeline's own clustering of the corpus's history at that tau
+  (clusters of ``min_occurrences`` or more sessions: the members in their cluster's majority
+  family over all their members; no such cluster scores 0, nothing would be synthesized).
+  Transitive merging is what lumps; pairs cannot see it, clusters do.
+* ``recall_tau``: F0.5 of recall (precision weighs twice recall): a wrong procedure injected
+  makes a probe worse, a missed one only forgoes a gain.
+
+The proposal is the tau with the best score averaged over the corpora (each corpus weighs
+the same, whatever its size); ties go to the higher tau. This is an estimate from the corpora
+given, recorded with them; whether it holds on corpora it was not fitted to is
+:mod:`.validate`'s leave-one-corpus-out run, recorded in the file's ``validation``. The
+shipped calibration of the embedded embedder is ``data/calibration/<embed model id>.json``,
+opt-in (:func:`skillsynth.config.calibrated_defaults`).
 """
 
 from __future__ import annotations
@@ -37,6 +48,7 @@ import json
 import logging
 import math
 import tempfile
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -51,6 +63,8 @@ from ...corpora.labels import labels_path_for
 from ...errors import ConfigError
 from ...models.cache import file_sha256
 from ...models.embed import Embeds
+from ...pipeline.cluster import embed_goals
+from ...pipeline.detect import extract_sequences
 from ...pipeline.distill import DistillMode
 from ...pipeline.synthesize import synthesize_skills
 from ...protocols import ChatModel
@@ -67,22 +81,29 @@ from .session import sample_pairs
 
 __all__ = [
     "METHOD",
+    "RECALL_BETA",
     "Calibration",
     "CalibrationCorpus",
     "TauRow",
     "calibrate",
     "check_corpora",
+    "cluster_purity",
+    "history_partitions",
     "tau_table",
 ]
 
 log = logging.getLogger("skillsynth.evaluation.tuning.calibrate")
 
 #: The rule, recorded with every calibration.
-METHOD = ("f1-max-v2: similarity_tau and recall_tau on a 0.01 grid maximising F1 averaged "
-          "over corpora (ties: higher tau); clustering over pairs of distinct goal texts, same "
-          "family = positive; recall over each held-out goal's top_k procedures by "
-          "when_to_use, right = provenance family is the goal's; reconcile_tau: the lowest "
-          "grid tau above every different-family when_to_use pair of the recall pass")
+METHOD = ("purity-f05-v3: on a 0.01 grid, averaged over corpora (ties: higher tau); "
+          "similarity_tau maximises the harmonic mean of pairwise F1 (pairs of distinct goal "
+          "texts, same family = positive) and the cluster purity of the history's clustering "
+          "at tau (clusters of min_occurrences+); recall_tau maximises F0.5 over each held-out "
+          "goal's top_k procedures by when_to_use, right = provenance family is the goal's; "
+          "reconcile_tau: the lowest grid tau above every different-family when_to_use pair "
+          "of the recall pass")
+#: Recall's F-beta: precision weighs 1/beta = twice recall.
+RECALL_BETA = 0.5
 GRID = tuple(round(0.05 + 0.01 * i, 2) for i in range(91))  # 0.05 .. 0.95
 
 
@@ -106,12 +127,18 @@ class CalibrationCorpus:
 
 @dataclass(frozen=True)
 class TauRow:
-    """Precision, recall and F1 at one tau (None where nothing was predicted or positive)."""
+    """Precision, recall and F1 at one tau (None where nothing was predicted or positive).
+
+    ``purity`` (clustering): the cluster purity of the history's clustering at tau; ``score``:
+    what the proposal maximises (see the module docstring; None in files of older methods).
+    """
 
     tau: float
     precision: float | None
     recall: float | None
     f1: float | None
+    purity: float | None = None
+    score: float | None = None
 
 
 @dataclass(frozen=True)
@@ -130,6 +157,8 @@ class Calibration:
             pairs, queries, procedures, and precision/recall at the proposals.
         clustering, recall: the tau tables (F1 averaged over corpora).
         created_at: UTC time of the measurement; ``skillsynth``: the version that made it.
+        validation: what the proposal was validated by and whether it passed (the
+            leave-one-corpus-out run of :mod:`.validate`; empty: never validated).
     """
 
     embedder: str
@@ -146,6 +175,7 @@ class Calibration:
     skillsynth: str = __version__
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    validation: dict[str, Any] = field(default_factory=dict)
 
     def settings_block(self) -> dict[str, float]:
         """The proposed thresholds as a ``skill_synthesis`` settings block."""
@@ -177,10 +207,11 @@ class Calibration:
         return cls(**d)
 
 
-def _f1(p: float | None, r: float | None) -> float | None:
+def _f1(p: float | None, r: float | None, beta: float = 1.0) -> float | None:
     if p is None or r is None:
         return None
-    return 0.0 if p + r == 0 else 2 * p * r / (p + r)
+    b2 = beta * beta
+    return 0.0 if p + r == 0 else (1 + b2) * p * r / (b2 * p + r)
 
 
 def tau_table(scores: np.ndarray, positive: np.ndarray, n_positive: int | None = None,
@@ -211,16 +242,32 @@ def _mean(xs: Sequence[float | None]) -> float | None:
 
 
 def _mean_f1(tables: Sequence[Sequence[TauRow]]) -> list[TauRow]:
-    """Per tau: precision, recall and F1 averaged over corpora (None counts as 0 for F1)."""
+    """Per tau: every column averaged over corpora (None counts as 0 for F1 and score)."""
     return [TauRow(rows[0].tau, _mean([r.precision for r in rows]),
                    _mean([r.recall for r in rows]),
-                   round(float(np.mean([r.f1 or 0.0 for r in rows])), 4))
+                   round(float(np.mean([r.f1 or 0.0 for r in rows])), 4),
+                   _mean([r.purity for r in rows]),
+                   round(float(np.mean([r.score or 0.0 for r in rows])), 4))
             for rows in zip(*tables, strict=True)]
 
 
 def _best(rows: Sequence[TauRow]) -> float:
-    best = max(rows, key=lambda r: ((r.f1 or 0.0), r.tau))
+    best = max(rows, key=lambda r: ((r.score or 0.0), r.tau))
     return best.tau
+
+
+def cluster_purity(clusters: Sequence[Sequence[str | None]], least: int) -> float | None:
+    """Members in their cluster's majority family over all labelled members, over clusters
+    of ``least`` or more sessions (each cluster given as its members' families; unlabelled
+    members are not counted). None: no such cluster (nothing would be synthesized)."""
+    top = total = 0
+    for fams in clusters:
+        if len(fams) < least:
+            continue
+        counts = Counter(f for f in fams if f is not None)
+        top += max(counts.values(), default=0)
+        total += sum(counts.values())
+    return top / total if total else None
 
 
 @dataclass(frozen=True)
@@ -265,7 +312,8 @@ def check_corpora(corpora: Sequence[CalibrationCorpus]) -> None:
         _labelled(c)
 
 
-def _clustering(data: _Labelled, embedder: Embeds) -> tuple[list[TauRow], dict[str, Any]]:
+def _clustering(data: _Labelled, embedder: Embeds, base: Thresholds
+                ) -> tuple[list[TauRow], dict[str, Any]]:
     fams, goals = data.families, data.goals
     distinct = sorted({(f, goals[s]) for s, f in fams.items()})
     texts = [t for _, t in distinct]
@@ -278,7 +326,49 @@ def _clustering(data: _Labelled, embedder: Embeds) -> tuple[list[TauRow], dict[s
         raise ConfigError("no two distinct goals share a family: nothing to calibrate "
                           "clustering on (try the 'tools' family rule)",
                           source=data.corpus.path)
-    return tau_table(sample.cosines, sample.same), info
+    purity, info["purity_sessions"] = _purity(data, embedder, base)
+    rows = []
+    for row, pur in zip(tau_table(sample.cosines, sample.same), purity, strict=True):
+        # a history with nothing to cluster is scored by its pairs alone (said in info)
+        score = row.f1 if info["purity_sessions"] < 2 else _f1(row.f1, pur) or 0.0
+        rows.append(dataclasses.replace(row, purity=pur, score=score))
+    return rows, info
+
+
+def _purity(data: _Labelled, embedder: Embeds, base: Thresholds
+            ) -> tuple[list[float | None], int]:
+    """Cluster purity of the history's clustering at each grid tau, and how many history
+    sessions were clustered (detected, with a goal)."""
+    with MemoryStore.open(data.corpus.path, read_only=True) as store:
+        det = extract_sequences(store, base, advance=False)
+    seqs = [s for s in det.qualified if s.session_id in data.split.history]
+    if len(seqs) < 2:
+        return [None] * len(GRID), len(seqs)
+    fams = [data.families.get(s.session_id) for s in seqs]
+    out = []
+    for labels in history_partitions(embed_goals(seqs, embedder), GRID):
+        groups: dict[int, list[str | None]] = {}
+        for lab, fam in zip(labels.tolist(), fams, strict=True):
+            groups.setdefault(lab, []).append(fam)
+        out.append(cluster_purity(list(groups.values()), base.min_occurrences))
+    return out, len(seqs)
+
+
+def history_partitions(vectors: np.ndarray, grid: Sequence[float]) -> list[np.ndarray]:
+    """The synthesis pass's clustering (average linkage cut at distance ``1 - tau``) at each
+    tau of ``grid``, as a cluster label per row, from one dendrogram.
+
+    Equal to :func:`~skillsynth.pipeline.cluster.cluster_by_goal`'s ``agglomerative`` at
+    every tau (it links per component of the graph 'cosine >= tau' for scale; average
+    linkage never merges across two components below the cut), at the cost of one linkage
+    instead of one search per tau.
+    """
+    from scipy.cluster.hierarchy import fcluster, linkage
+    from scipy.spatial.distance import squareform
+
+    v = np.asarray(vectors, dtype=np.float64)
+    tree = linkage(squareform(np.clip(1.0 - v @ v.T, 0.0, 2.0), checks=False), "average")
+    return [fcluster(tree, t=1.0 - tau + 1e-9, criterion="distance") for tau in grid]
 
 
 def _recall(data: _Labelled, llm: ChatModel, embedder: Embeds, config: Thresholds,
@@ -325,8 +415,9 @@ def _recall(data: _Labelled, llm: ChatModel, embedder: Embeds, config: Threshold
     def hits(mask: np.ndarray) -> int:  # queries with a right candidate at or above tau
         return len(set(q_idx[mask & right].tolist()))
 
-    return (tau_table(np.array(cand_scores), right, len(has_own), hits_of=hits), info,
-            pair_cos, pair_same)
+    rows = [dataclasses.replace(r, score=_f1(r.precision, r.recall, RECALL_BETA))
+            for r in tau_table(np.array(cand_scores), right, len(has_own), hits_of=hits)]
+    return rows, info, pair_cos, pair_same
 
 
 def calibrate(corpora: Sequence[CalibrationCorpus], embedder: Embeds, *,
@@ -355,7 +446,7 @@ def calibrate(corpora: Sequence[CalibrationCorpus], embedder: Embeds, *,
                                         min_occurrences=min_occurrences)
     tables, infos = [], []
     for c, data in zip(corpora, loaded, strict=True):
-        rows, info = _clustering(data, embedder)
+        rows, info = _clustering(data, embedder, base)
         tables.append(rows)
         infos.append({"path": c.path, "sha256": file_sha256(c.path),
                       "labels_sha256": file_sha256(labels_path_for(c.path)),
