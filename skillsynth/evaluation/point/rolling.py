@@ -172,14 +172,7 @@ def run_rolling(corpus: MemoryStore, store: MemoryStore, *, strategy: Strategy,
         EvaluationError: a cadence below 1, a cadence in days over a corpus without real
             timestamps, or (a bug) a probe found in the store it is recalled against.
     """
-    if cadence < 1:
-        raise EvaluationError(f"cadence must be >= 1 {cadence_unit}, got {cadence}")
-    records = [r for r in read_gaia_db(corpus.path) if isinstance(r, SessionRecord)]
-    ordered, ordered_by = replay_order(records, labels)
-    if cadence_unit == "days" and ordered_by == "recorded":
-        raise EvaluationError(f"{corpus.path}: cadence_unit days needs the sessions' real "
-                              "times, and this corpus has none (made up or missing); use "
-                              "cadence_unit sessions")
+    ordered, ordered_by = _replay(corpus, labels, cadence, cadence_unit)
     outcomes = {s: x.success for s, x in labels.items() if x.success is not None}
     view = store_view(store, strategy, embedder, th, recall_key, split, gold)
     seen: Counter[str] = Counter()
@@ -201,20 +194,13 @@ def run_rolling(corpus: MemoryStore, store: MemoryStore, *, strategy: Strategy,
             (day - last_day >= cadence)
         if due and strategy.method is not None:
             last_pos, last_day = pos, day
-            t0 = time.perf_counter()
-            rep = strategy.synthesize(store, llm, embedder, th, mode=mode, rate=rate,
-                                      outcomes=outcomes)
-            took = time.perf_counter() - t0
-            assert rep is not None  # a strategy with a method synthesizes
+            rep, record = _synthesis_pass(store, strategy, llm, embedder, th, mode, rate,
+                                          outcomes, index=len(passes), at=pos)
             reports.append(rep)
+            passes.append(record)
             view = store_view(store, strategy, embedder, th, recall_key, split, gold)
             for p in view.procedures:
                 first.setdefault(p.id, (p.success_count, p.attempt_count))
-            passes.append(PassRecord(
-                len(passes), pos, rep.status, rep.sessions, rep.qualified, rep.distilled,
-                rep.added, rep.updated, rep.left_for_later,
-                rep.llm_calls, rep.cache_hits, len(store.procedures(active_only=True)),
-                round(took, 3), len(store.synthesis_marks())))
         family = split.family(sid)
         label = labels.get(sid)
         if family is not None and seen[family] >= k:
@@ -242,6 +228,37 @@ def run_rolling(corpus: MemoryStore, store: MemoryStore, *, strategy: Strategy,
             tasks.add(label.task_id)
     return Rolling(rows, tuple(reports), tuple(passes), tuple(probes), witness, ordered_by,
                    len(ordered), no_goal, checked, first)
+
+
+def _replay(corpus: MemoryStore, labels: Mapping[str, SessionLabel], cadence: int,
+            cadence_unit: CadenceUnit) -> tuple[list[_Entry], Literal["time", "recorded"]]:
+    """The corpus's sessions in replay order, and what ordered them; a cadence that cannot
+    apply is refused."""
+    if cadence < 1:
+        raise EvaluationError(f"cadence must be >= 1 {cadence_unit}, got {cadence}")
+    records = [r for r in read_gaia_db(corpus.path) if isinstance(r, SessionRecord)]
+    ordered, ordered_by = replay_order(records, labels)
+    if cadence_unit == "days" and ordered_by == "recorded":
+        raise EvaluationError(f"{corpus.path}: cadence_unit days needs the sessions' real "
+                              "times, and this corpus has none (made up or missing); use "
+                              "cadence_unit sessions")
+    return ordered, ordered_by
+
+
+def _synthesis_pass(store: MemoryStore, strategy: Strategy, llm: ChatModel, embedder: Embeds,
+                    th: Thresholds, mode: DistillMode, rate: RateDefinition,
+                    outcomes: Mapping[str, bool], *, index: int, at: int
+                    ) -> tuple[PassReport, PassRecord]:
+    """One due pass of the strategy over the store, timed, and its record."""
+    t0 = time.perf_counter()
+    rep = strategy.synthesize(store, llm, embedder, th, mode=mode, rate=rate,
+                              outcomes=outcomes)
+    took = time.perf_counter() - t0
+    assert rep is not None  # a strategy with a method synthesizes
+    return rep, PassRecord(
+        index, at, rep.status, rep.sessions, rep.qualified, rep.distilled, rep.added,
+        rep.updated, rep.left_for_later, rep.llm_calls, rep.cache_hits,
+        len(store.procedures(active_only=True)), round(took, 3), len(store.synthesis_marks()))
 
 
 def _start(rec: SessionRecord, labels: Mapping[str, SessionLabel]) -> str | None:
