@@ -8,7 +8,8 @@
 * :mod:`.scoring`: one probe's two arms; :mod:`.estimate`: the replay estimate of tool
   steps (rule ``replay-v1``, METHODS.md); :mod:`.live_arms`: the probes run live;
 * :mod:`.metrics`: per-probe rows and KPIs with intervals (:mod:`.intervals`: the interval
-  statistics); :mod:`.record`: the run record.
+  statistics); :mod:`.record`: the run record;
+  :mod:`.summary`: the point's ``summary.json``, typed (:class:`~.summary.PointSummary`).
 
 Imports :mod:`..strategies` and :mod:`..live`, never the sweeps or reports above it.
 """

@@ -165,13 +165,23 @@ class ProcedureCheck:
     errors: Mapping[str, str]
     provenance_ok: bool
 
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready (families as a list, as ``json`` writes a tuple)."""
+        return asdict(self) | {"families": list(self.families)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ProcedureCheck:
+        """Inverse of :meth:`as_dict`."""
+        return cls(d["id"], d["name"], tuple(d["families"]), d["valid"], d["errors"],
+                   d["provenance_ok"])
+
 
 @dataclass(frozen=True)
 class KPI:
     """One figure with its sample size and 95% interval.
 
     The fields after ``estimate`` were added later: a ``summary.json`` written before them
-    lacks them, and readers use ``.get``.
+    lacks them, and :meth:`from_dict` gives them their defaults.
 
     Attributes:
         name: the KPI.
@@ -206,6 +216,15 @@ class KPI:
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready."""
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], name: str = "") -> KPI:
+        """Inverse of :meth:`as_dict`, values as written. A field the dict lacks (a file
+        written before it existed, a hand-written table) takes its default; ``name``: the
+        KPI map's key, for a dict without one."""
+        kw = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
+        return cls(**({"name": name, "value": None, "lo": None, "hi": None, "n": 0,
+                       "unit": ""} | kw))
 
     def __str__(self) -> str:
         if self.value is None:
