@@ -77,7 +77,7 @@ with pd.option_context("display.max_colwidth", 60):
 # %%
 from skillsynth.evaluation.reporting.controls import controls_table
 
-controls = controls_table(run.summary["points"], run.rows)
+controls = controls_table(run.summary.points, run.rows)
 controls if len(controls) > 1 else print("one point only: nothing to read side by side")
 
 # %% [markdown]

@@ -7,7 +7,9 @@
 * :mod:`.rolling`: the rolling protocol (passes over time, every later attempt a probe);
 * :mod:`.scoring`: one probe's two arms; :mod:`.estimate`: the replay estimate of tool
   steps (rule ``replay-v1``, METHODS.md); :mod:`.live_arms`: the probes run live;
-* :mod:`.metrics`: per-probe rows and KPIs with intervals; :mod:`.record`: the run record.
+* :mod:`.metrics`: per-probe rows and KPIs with intervals (:mod:`.intervals`: the interval
+  statistics); :mod:`.record`: the run record;
+  :mod:`.summary`: the point's ``summary.json``, typed (:class:`~.summary.PointSummary`).
 
 Imports :mod:`..strategies` and :mod:`..live`, never the sweeps or reports above it.
 """

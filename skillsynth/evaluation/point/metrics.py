@@ -15,21 +15,27 @@ Each KPI has a kind, declared where it is built, and its interval follows from t
 - ``count``: n and no interval.
 
 A KPI built on the replay rule has ``estimate=True`` and says so wherever it is printed.
+The interval statistics themselves are :mod:`.intervals` (their names importable here too).
 """
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from statistics import NormalDist
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 import numpy as np
 
 from ...errors import EvaluationError
 from ...pipeline.skill import PROFILES
+from .intervals import (
+    N_BOOT,
+    bootstrap_interval,
+    cluster_t_interval,
+    design_effect,
+    wilson_interval,
+)
 
 __all__ = [
     "KPI",
@@ -48,9 +54,6 @@ __all__ = [
     "wilson_interval",
 ]
 
-T = TypeVar("T")
-#: Bootstrap resamples per interval.
-N_BOOT = 2000
 #: The fewest task families a percentile bootstrap is trusted with, and the fewest on which
 #: the verdict decides a row. A PASS reads the lower bound of a 95% interval, a one-sided
 #: test at 2.5%; the smallest number of independent families whose unanimous agreement
@@ -162,13 +165,23 @@ class ProcedureCheck:
     errors: Mapping[str, str]
     provenance_ok: bool
 
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready (families as a list, as ``json`` writes a tuple)."""
+        return asdict(self) | {"families": list(self.families)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ProcedureCheck:
+        """Inverse of :meth:`as_dict`."""
+        return cls(d["id"], d["name"], tuple(d["families"]), d["valid"], d["errors"],
+                   d["provenance_ok"])
+
 
 @dataclass(frozen=True)
 class KPI:
     """One figure with its sample size and 95% interval.
 
     The fields after ``estimate`` were added later: a ``summary.json`` written before them
-    lacks them, and readers use ``.get``.
+    lacks them, and :meth:`from_dict` gives them their defaults.
 
     Attributes:
         name: the KPI.
@@ -204,6 +217,15 @@ class KPI:
         """JSON-ready."""
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], name: str = "") -> KPI:
+        """Inverse of :meth:`as_dict`, values as written. A field the dict lacks (a file
+        written before it existed, a hand-written table) takes its default; ``name``: the
+        KPI map's key, for a dict without one."""
+        kw = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
+        return cls(**({"name": name, "value": None, "lo": None, "hi": None, "n": 0,
+                       "unit": ""} | kw))
+
     def __str__(self) -> str:
         if self.value is None:
             return f"{self.name}: n/a (n={self.n}{'; ' + self.note if self.note else ''})"
@@ -214,120 +236,8 @@ class KPI:
         return f"{self.name}: {self.value:.3f}{ci} n={self.n} {self.unit}{fams}{tag}"
 
 
-def bootstrap_interval(units: Sequence[T], stat: Callable[[list[T]], float | None], *,
-                       clusters: Sequence[Hashable] | None = None, n_boot: int = N_BOOT,
-                       seed: int = 0, level: float = 0.95) -> tuple[float | None, float | None]:
-    """Percentile interval of ``stat`` under a (cluster) bootstrap of ``units``.
-
-    Args:
-        units: the sample (probes, procedures).
-        stat: the statistic; may return None for a resample where it is undefined
-            (e.g. precision with nothing recalled), which is dropped.
-        clusters: one key per unit; whole clusters are resampled (default: each unit alone).
-        n_boot: resamples.
-        seed: the generator seed (the same seed gives the same interval).
-        level: coverage.
-    """
-    if not units:
-        return None, None
-    keys = list(clusters) if clusters is not None else list(range(len(units)))
-    groups: dict[Hashable, list[T]] = defaultdict(list)
-    for u, k in zip(units, keys, strict=True):
-        groups[k].append(u)
-    members = list(groups.values())
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(0, len(members), size=(n_boot, len(members)))
-    values = []
-    for row in draws:
-        v = stat([u for i in row for u in members[i]])
-        if v is not None:
-            values.append(v)
-    if not values:
-        return None, None
-    a = (1.0 - level) / 2.0
-    lo, hi = np.quantile(np.asarray(values, dtype=np.float64), [a, 1.0 - a])
-    return float(lo), float(hi)
-
-
 def _mean(xs: list[float]) -> float | None:
     return float(np.mean(xs)) if xs else None
-
-
-def _z(level: float) -> float:
-    return NormalDist().inv_cdf(1.0 - (1.0 - level) / 2.0)
-
-
-def wilson_interval(successes: float, n: float, *, level: float = 0.95
-                    ) -> tuple[float | None, float | None]:
-    """Wilson score interval of a proportion; ``successes`` and ``n`` may be fractional (an
-    effective sample size). Unlike the normal approximation it has width at 0 of n and n of
-    n, and its coverage stays near nominal at small n."""
-    if n <= 0:
-        return None, None
-    z = _z(level)
-    p = min(max(successes / n, 0.0), 1.0)
-    den = 1.0 + z * z / n
-    centre = (p + z * z / (2.0 * n)) / den
-    half = z * math.sqrt(p * (1.0 - p) / n + z * z / (4.0 * n * n)) / den
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
-def _groups(values: Sequence[float], clusters: Sequence[Hashable]) -> list[list[float]]:
-    if len(values) != len(clusters):
-        raise EvaluationError(f"{len(values)} values but {len(clusters)} cluster keys")
-    g: dict[Hashable, list[float]] = defaultdict(list)
-    for v, k in zip(values, clusters, strict=True):
-        g[k].append(float(v))
-    return list(g.values())
-
-
-def design_effect(values: Sequence[float], clusters: Sequence[Hashable] | None
-                  ) -> tuple[float, float | None]:
-    """Kish's design effect ``1 + (m* - 1) * ICC`` of clustered values and the ICC used.
-
-    ``m*`` is sum(m_g^2) / n (the size-weighted cluster size; the mean size when sizes are
-    equal). The ICC is the one-way ANOVA estimate, clipped to [0, 1] so the effect is never
-    below 1. Where it cannot be estimated (one cluster; no variation at all) it is taken as
-    1: the units of a family are then counted as one observation, the conservative reading
-    (and the true one for family-level outcomes such as "a procedure exists"). Unclustered
-    or singleton clusters: 1.0 and no ICC.
-    """
-    if clusters is None or not values:
-        return 1.0, None
-    groups = _groups(values, clusters)
-    n, g = len(values), len(groups)
-    if g == n:
-        return 1.0, None
-    m_star = sum(len(x) ** 2 for x in groups) / n
-    icc = 1.0
-    if g > 1:
-        grand = float(np.mean(values))
-        msb = sum(len(x) * (float(np.mean(x)) - grand) ** 2 for x in groups) / (g - 1)
-        msw = sum(float(np.sum((np.asarray(x) - np.mean(x)) ** 2)) for x in groups) / (n - g)
-        m0 = (n - m_star) / (g - 1)
-        den = msb + (m0 - 1.0) * msw
-        if den > 1e-12:
-            icc = min(max((msb - msw) / den, 0.0), 1.0)
-    return 1.0 + (m_star - 1.0) * icc, icc
-
-
-def cluster_t_interval(values: Sequence[float], clusters: Sequence[Hashable], *,
-                       level: float = 0.95) -> tuple[float | None, float | None]:
-    """The mean's t interval with a cluster-robust (CR1) standard error and G - 1 degrees
-    of freedom, G the number of clusters: for few clusters, where a percentile bootstrap has
-    too few distinct resamples to cover. With equal cluster sizes it is the t interval of
-    the cluster means. None with fewer than two clusters (no variance can be estimated)."""
-    groups = _groups(values, clusters)
-    g, n = len(groups), len(values)
-    if g < 2:
-        return None, None
-    from scipy.stats import t as student_t
-
-    mean = float(np.mean(values))
-    sums = [sum(v - mean for v in x) for x in groups]
-    se = math.sqrt(g / (g - 1) * sum(s * s for s in sums)) / n
-    half = float(student_t.ppf(1.0 - (1.0 - level) / 2.0, g - 1)) * se
-    return mean - half, mean + half
 
 
 def proportion_kpi(name: str, values: Sequence[float], *, unit: str,

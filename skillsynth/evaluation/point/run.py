@@ -65,12 +65,11 @@ from .record import RunRecord, model_of, utc_now
 from .rolling import run_rolling
 from .scoring import FloorWitness, QueryMemo, probe_rows, progress_bar, store_view
 from .split import Split, build_history, load_split, procedure_families
+from .summary import SUMMARY, CorpusInfo, ModelCalls, PointSummary, Versions
 
 __all__ = ["PROTOCOLS", "SUMMARY", "EvalConfig", "HistorySource", "PointResult", "Protocol",
            "check_floors", "run_point"]
 
-#: The file whose presence marks a finished point.
-SUMMARY = "summary.json"
 _OWN = ("history.db", "history.db-wal", "history.db-shm", "results.jsonl", "runs.jsonl", "skills",
         SUMMARY + ".tmp")
 
@@ -103,12 +102,18 @@ class EvalConfig(PointOptions):
 
 @dataclass(frozen=True)
 class PointResult:
-    """What :func:`run_point` produced (also on disk in ``out_dir``)."""
+    """What :func:`run_point` produced (also on disk in ``out_dir``): the probe rows, the
+    KPIs and the point's summary (:attr:`point_summary`; :attr:`summary`: as written)."""
 
     out_dir: Path
     rows: tuple[ProbeResult, ...]
     kpis: dict[str, KPI]
-    summary: dict[str, Any]
+    point_summary: PointSummary
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """``summary.json``'s dict, as written."""
+        return self.point_summary.to_json()
 
 
 def _procedure_dump(store: MemoryStore) -> str:
@@ -325,40 +330,30 @@ def run_point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out_dir: str | 
             fh.write(json.dumps(r.as_dict(), ensure_ascii=False) + "\n")
     # the corpus's content digest: identical corpora built twice hash the same
     corpus_sha, labels_sha = corpus_digest(cfg.corpus), file_sha256(labels_file)
-    summary: dict[str, Any] = {
-        "config": cfg.as_dict(),
-        "corpus": {"path": str(cfg.corpus), "sha256": corpus_sha,
-                   "file_sha256": file_sha256(cfg.corpus), "labels_sha256": labels_sha},
-        "versions": {"skillsynth": __version__, "distill_prompt": strategy.distill_prompt(),
-                     "replay_rule": RULE,
-                     "chat_model": llm.model_id, "embedder": embedder.embedder_id},
-        "split": split_info,
-        "live": live_info,
-        "pass": _combined(reports),
-        "model_calls": {"synthesis": llm_calls, "synthesis_cache_hits": hits_n,
-                        "agent": sum(r.llm_calls for r in rows),
-                        "agent_cache_hits": sum(r.cache_hits for r in rows
-                                                if r.steps_method == "live")},
-        "procedures": [asdict(c) for c in checks],
-        "floors": floors,
-        "controls": controls_summary(control, gold, inert),
-        "kpis": {k: v.as_dict() for k, v in kpis.items()},
-        "gaia_questions": questions_info,
-        "lumping": lumping_info,
-        "started_at": started, "wall_s": round(time.perf_counter() - t0, 3),
-        "timings": timings,
-    }
-    summary["record"] = RunRecord(
-        "point", cfg.as_dict(), started, utc_now(),
-        models={"chat": model_of(llm), "embed": model_of(embedder), "user": model_of(user)},
-        inputs={"corpus": {"path": str(cfg.corpus), "sha256": corpus_sha},
-                "labels": {"path": str(labels_file), "sha256": labels_sha}},
-        prompts={"distill": strategy.distill_prompt(), "agent": AGENT_PROMPT_VERSION,
-                 "user_sim": USER_PROMPT_VERSION, "replay_rule": RULE}).as_dict()
+    summary = PointSummary(
+        config=cfg.as_dict(),
+        corpus=CorpusInfo(str(cfg.corpus), corpus_sha, file_sha256(cfg.corpus), labels_sha),
+        versions=Versions(__version__, strategy.distill_prompt(), RULE, llm.model_id,
+                          embedder.embedder_id),
+        split=split_info, live=live_info, pass_report=_combined(reports),
+        model_calls=ModelCalls(llm_calls, hits_n, sum(r.llm_calls for r in rows),
+                               sum(r.cache_hits for r in rows if r.steps_method == "live")),
+        procedures=tuple(checks), floors=floors,
+        controls=controls_summary(control, gold, inert), kpis=dict(kpis),
+        gaia_questions=questions_info, lumping=lumping_info,
+        started_at=started, wall_s=round(time.perf_counter() - t0, 3),
+        timings=timings,  # the same dict: the report stage's own time lands in it below
+        record=RunRecord(
+            "point", cfg.as_dict(), started, utc_now(),
+            models={"chat": model_of(llm), "embed": model_of(embedder),
+                    "user": model_of(user)},
+            inputs={"corpus": {"path": str(cfg.corpus), "sha256": corpus_sha},
+                    "labels": {"path": str(labels_file), "sha256": labels_sha}},
+            prompts={"distill": strategy.distill_prompt(), "agent": AGENT_PROMPT_VERSION,
+                     "user_sim": USER_PROMPT_VERSION, "replay_rule": RULE}).as_dict())
     timings["report"] = round(time.perf_counter() - t_report, 4)
     tmp = out / (SUMMARY + ".tmp")
-    tmp.write_text(json.dumps(summary, indent=2, ensure_ascii=False, default=str),
-                   encoding="utf-8")
+    summary.write(tmp)
     os.replace(tmp, out / SUMMARY)
     return PointResult(out, tuple(rows), kpis, summary)
 

@@ -9,12 +9,13 @@ oracle's gain a design recovers on the same probes (METHODS.md 2b).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 
 from ..point.metrics import KPI, oracle_gain_recovered
+from ..sweeps.summary import PointLike, as_entry
 from .verdict import POSITIVE_CONTROLS
 
 __all__ = ["ARM_ORDER", "controls_table", "gain_recovered"]
@@ -41,14 +42,15 @@ def _per_probe(rows: pd.DataFrame, point: str, arm: str, live: bool) -> dict[str
     return {str(k): float(v) for k, v in red.groupby(sel["probe_session"]).mean().items()}
 
 
-def gain_recovered(rows: pd.DataFrame, point: Mapping[str, Any],
-                   control: Mapping[str, Any], *, live: bool, seed: int = 0) -> KPI:
+def gain_recovered(rows: pd.DataFrame, point: PointLike, control: PointLike, *, live: bool,
+                   seed: int = 0) -> KPI:
     """(design - none) / (oracle - none) on the probes both points ran, paired per probe
     (live success where ``live``, else the replay estimate's step reduction), families
     resampled jointly; NOT MEASURED where the oracle's gain may be nothing."""
-    none = _per_probe(rows, point["id"], "no-memory", live)
-    design = _per_probe(rows, point["id"], "memory", live)
-    oracle = _per_probe(rows, control["id"], "memory", live)
+    pid, cid = as_entry(point).id, as_entry(control).id
+    none = _per_probe(rows, pid, "no-memory", live)
+    design = _per_probe(rows, pid, "memory", live)
+    oracle = _per_probe(rows, cid, "memory", live)
     probes = sorted(set(none) & set(design) & set(oracle))
     fam = rows.drop_duplicates("probe_session").set_index("probe_session")["family"]
     return oracle_gain_recovered([none[p] for p in probes], [design[p] for p in probes],
@@ -58,32 +60,31 @@ def gain_recovered(rows: pd.DataFrame, point: Mapping[str, Any],
                                  "oracle_gain_recovered_replay")
 
 
-def _fmt(k: Mapping[str, Any] | None) -> str:
-    if not k or k.get("value") is None:
-        return "-" if not k else f"n/a (n={k.get('n', 0)})"
-    ci = f" [{k['lo']:.2f}, {k['hi']:.2f}]" if k.get("lo") is not None and \
-        k.get("hi") is not None else ""
-    return f"{k['value']:.2f}{ci} n={k.get('n', 0)}"
+def _fmt(k: KPI | None) -> str:
+    if k is None or k.value is None:
+        return "-" if k is None else f"n/a (n={k.n})"
+    ci = f" [{k.lo:.2f}, {k.hi:.2f}]" if k.lo is not None and k.hi is not None else ""
+    return f"{k.value:.2f}{ci} n={k.n}"
 
 
-def controls_table(points: Sequence[Mapping[str, Any]], rows: pd.DataFrame) -> pd.DataFrame:
+def controls_table(points: Sequence[PointLike], rows: pd.DataFrame) -> pd.DataFrame:
     """One row per point, in :data:`ARM_ORDER`: the KPIs that show an effect, and for a
     design, the share of the positive control's gain it recovers on the same probes."""
     order = {s: i for i, s in enumerate(ARM_ORDER)}
-    control = next((p for name in POSITIVE_CONTROLS for p in points
-                    if p.get("strategy") == name), None)
+    entries = [as_entry(p) for p in points]
+    control = next((p for name in POSITIVE_CONTROLS for p in entries if p.strategy == name),
+                   None)
     recs = []
-    for p in sorted(points, key=lambda p: (order.get(p.get("strategy", ""), len(order)),
-                                           p["id"])):
-        kpis = p.get("kpis") or {}
-        rec: dict[str, Any] = {"strategy": p.get("strategy"), "point": p["id"]}
-        rec |= {name: _fmt(kpis.get(name)) for name in _SHOWN}
+    for p in sorted(entries, key=lambda p: (order.get(p.strategy or "", len(order)), p.id)):
+        rec: dict[str, Any] = {"strategy": p.strategy, "point": p.id}
+        rec |= {name: _fmt(p.kpi(name)) for name in _SHOWN}
         gain = "-"
-        if control is not None and p.get("strategy") not in (*POSITIVE_CONTROLS, "inert") \
+        if control is not None and p.strategy not in (*POSITIVE_CONTROLS, "inert") \
                 and not rows.empty and "point" in rows:
-            live = bool((kpis.get("live_success_change") or {}).get("n"))
+            change = p.kpi("live_success_change")
+            live = bool(change is not None and change.n)
             k = gain_recovered(rows, p, control, live=live)
-            gain = _fmt(k.as_dict()) if k.value is not None else (k.note or "not measured")
+            gain = _fmt(k) if k.value is not None else (k.note or "not measured")
         rec["oracle_gain_recovered"] = gain
         recs.append(rec)
     return pd.DataFrame(recs, columns=["strategy", "point", *_SHOWN, "oracle_gain_recovered"])

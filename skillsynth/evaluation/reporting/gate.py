@@ -28,6 +28,7 @@ from ...errors import ConfigError, EvaluationError
 from ...pipeline.skill import PROFILES
 from ..point.options import PointOptions
 from ..sweeps.spec import PROTOCOL_KEYS
+from ..sweeps.summary import PointEntry, SweepSummary
 from .verdict import UNDECIDED, run_control, verdict_points
 from .verdict import verdict as verdict_rows
 
@@ -74,10 +75,9 @@ def _load_baseline(path: str | Path) -> dict[str, Any]:
 PROTOCOL_DEFAULTS = {k: PointOptions.defaults()[k] for k in PROTOCOL_KEYS}
 
 
-def _matches(point: Mapping[str, Any], match: Mapping[str, Any]) -> bool:
+def _matches(point: PointEntry, match: Mapping[str, Any]) -> bool:
     """An entry that names no protocol settings holds the default protocol's points only."""
-    have = {"strategy": point["strategy"], **point["params"],
-            **PROTOCOL_DEFAULTS, **(point.get("protocol") or {})}
+    have = {"strategy": point.strategy, **point.params, **PROTOCOL_DEFAULTS, **point.protocol}
     return all(have.get(k) == v for k, v in (PROTOCOL_DEFAULTS | dict(match)).items())
 
 
@@ -90,36 +90,36 @@ def gate(run_dir: str | Path, baseline: str | Path | None = None, *,
     (INCONCLUSIVE, INSENSITIVE and NOT MEASURED pass, and say so and why in ``required``;
     the first two are marked ``warn``).
     """
-    summary = json.loads((Path(run_dir) / "summary.json").read_text(encoding="utf-8"))
+    summary = SweepSummary.load(run_dir)
     checks = gate_checks(summary, baseline)
     if verdict:
-        for label, pt in verdict_points(summary["points"]):
-            for row in verdict_rows(pt, run_control(summary["points"], pt)):
+        for label, pt in verdict_points(summary.points):
+            for row in verdict_rows(pt, run_control(summary.points, pt)):
                 why = f" ({row.why})" if row.why else ""
-                checks.append(GateCheck(pt["id"], f"verdict ({label}): {row.criterion}",
+                checks.append(GateCheck(pt.id, f"verdict ({label}): {row.criterion}",
                                         row.value, f"{row.target}; status {row.status}{why}",
                                         row.status != "FAIL", row.status in UNDECIDED))
     return checks
 
 
-def gate_checks(summary: Mapping[str, Any], baseline: str | Path | None) -> list[GateCheck]:
+def gate_checks(summary: SweepSummary, baseline: str | Path | None) -> list[GateCheck]:
     """The validity, floor and baseline checks of a run's summary (no verdict)."""
     checks: list[GateCheck] = []
-    for pid, why in (summary.get("failed") or {}).items():
+    for pid, why in summary.failed.items():
         checks.append(GateCheck(pid, "point finished", None, why.splitlines()[0][:200], False))
     base = _load_baseline(baseline) if baseline else {"entries": []}
-    for pt in summary["points"]:
-        k = pt["kpis"]
-        status = pt.get("pass_status")
+    for pt in summary.points:
+        k = pt.kpis
+        status = pt.pass_status
         if status is not None:  # a design with synthesis: a pass that did not run is no result
-            checks.append(GateCheck(pt["id"], "synthesis pass ran", None, f"status {status!r}",
+            checks.append(GateCheck(pt.id, "synthesis pass ran", None, f"status {status!r}",
                                     status == "ran"))
         for prof in PROFILES:
-            v = k[f"validity_{prof}"]["value"]
-            checks.append(GateCheck(pt["id"], f"validity_{prof}", v, "= 1.0 (or no procedure)",
+            v = k[f"validity_{prof}"].value
+            checks.append(GateCheck(pt.id, f"validity_{prof}", v, "= 1.0 (or no procedure)",
                                     v is None or v == 1.0))
-        for floor, ok in pt["floors"].items():
-            checks.append(GateCheck(pt["id"], f"floor {floor}", None if ok is None else float(ok),
+        for floor, ok in pt.floors.items():
+            checks.append(GateCheck(pt.id, f"floor {floor}", None if ok is None else float(ok),
                                     "behaves (or not exercised)", ok is not False))
         for e in base["entries"]:
             if not _matches(pt, e["match"]):
@@ -128,12 +128,12 @@ def gate_checks(summary: Mapping[str, Any], baseline: str | Path | None) -> list
                 if name not in k:
                     raise ConfigError(f"baseline names unknown KPI {name!r}", key=name,
                                       source=str(baseline))
-                v = k[name]["value"]
+                v = k[name].value
                 ref, tol = float(spec["value"]), float(spec["tolerance"])
                 higher = spec.get("better", "higher") == "higher"
                 ok = v is not None and (v >= ref - tol if higher else v <= ref + tol)
                 need = f">= {ref - tol:.3f}" if higher else f"<= {ref + tol:.3f}"
-                checks.append(GateCheck(pt["id"], name, v, f"{need} (baseline {ref:g} "
+                checks.append(GateCheck(pt.id, name, v, f"{need} (baseline {ref:g} "
                                         f"± {tol:g})", ok))
     return checks
 
@@ -150,17 +150,16 @@ def write_baseline(run_dir: str | Path, out: str | Path, *, kpis: Mapping[str, f
     o = Path(out)
     if o.exists() and not overwrite:
         raise EvaluationError(f"{o} exists; pass overwrite to replace a committed baseline")
-    summary = json.loads((Path(run_dir) / "summary.json").read_text(encoding="utf-8"))
+    summary = SweepSummary.load(run_dir)
     entries = []
-    for pt in summary["points"]:
-        vals = {name: {"value": pt["kpis"][name]["value"], "tolerance": tol,
-                       "better": (better or {}).get(name, "higher"),
-                       "n": pt["kpis"][name]["n"]}
-                for name, tol in kpis.items() if pt["kpis"][name]["value"] is not None}
-        entries.append({"match": {"strategy": pt["strategy"],
-                                  **{p: pt["params"][p] for p in PARAMS},
-                                  **(pt.get("protocol") or {})}, "kpis": vals})
+    for pt in summary.points:
+        vals = {name: {"value": pt.kpis[name].value, "tolerance": tol,
+                       "better": (better or {}).get(name, "higher"), "n": pt.kpis[name].n}
+                for name, tol in kpis.items() if pt.kpis[name].value is not None}
+        entries.append({"match": {"strategy": pt.strategy,
+                                  **{p: pt.params[p] for p in PARAMS}, **pt.protocol},
+                        "kpis": vals})
     o.parent.mkdir(parents=True, exist_ok=True)
-    o.write_text(json.dumps({"description": description, "run": summary["name"],
+    o.write_text(json.dumps({"description": description, "run": summary.name,
                              "entries": entries}, indent=2) + "\n", encoding="utf-8")
     return o

@@ -9,21 +9,26 @@ is written from the figures, so a run that measured nothing says so.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...errors import EvaluationError
-from ..point.metrics import MIN_FAMILIES
+from ..point.metrics import KPI, MIN_FAMILIES
+from ..sweeps.summary import PointEntry, PointLike, PointT, SweepSummary, as_entry
 from .gate import PROTOCOL_DEFAULTS
-from .verdict import GAIA_DEFAULTS, gaia_default_point, recommend
+from .verdict import GAIA_DEFAULTS, KPILike, gaia_default_point, recommend
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from .report import Run
 
 __all__ = ["ISSUES", "Issue", "QuestionRow", "fmt_kpi", "for_issue", "gaia_shipped_point",
            "question_rows", "question_table"]
 
-Point = Mapping[str, Any]
+Point = PointEntry
 
 
 @dataclass(frozen=True)
@@ -94,43 +99,44 @@ class QuestionRow:
         return asdict(self)
 
 
-def _k(point: Point | None, name: str) -> Mapping[str, Any]:
-    return ((point or {}).get("kpis") or {}).get(name) or {}
+def _k(point: Point | None, name: str) -> KPI | None:
+    return None if point is None else point.kpi(name)
 
 
 def _v(point: Point | None, name: str) -> float | None:
-    v = _k(point, name).get("value")
-    return None if v is None else float(v)
+    k = _k(point, name)
+    return None if k is None or k.value is None else float(k.value)
 
 
-def fmt_kpi(k: Mapping[str, Any], digits: int = 2) -> str:
+def fmt_kpi(k: KPILike | None, digits: int = 2) -> str:
     """``value [lo, hi] n=N unit (F families)``, or ``n/a (n=N; why)``."""
     if not k:
         return "n/a (not in this run)"
-    n, unit = int(k.get("n") or 0), k.get("unit", "")
-    if k.get("value") is None:
-        note = k.get("note") or ""
-        return f"n/a (n={n}{'; ' + note if note else ''})"
-    ci = f" [{k['lo']:.{digits}f}, {k['hi']:.{digits}f}]" if k.get("lo") is not None \
-        and k.get("hi") is not None else ""
-    fams = k.get("n_families")
+    k = k if isinstance(k, KPI) else KPI.from_dict(k)
+    n, unit = int(k.n or 0), k.unit
+    if k.value is None:
+        return f"n/a (n={n}{'; ' + k.note if k.note else ''})"
+    ci = f" [{k.lo:.{digits}f}, {k.hi:.{digits}f}]" if k.lo is not None \
+        and k.hi is not None else ""
+    fams = k.n_families
     tail = f", {fams} famil{'y' if fams == 1 else 'ies'}" \
         if fams is not None and unit != "families" else ""
-    return f"{k['value']:.{digits}f}{ci} n={n} {unit}{tail}".rstrip()
+    return f"{k.value:.{digits}f}{ci} n={n} {unit}{tail}".rstrip()
 
 
-def gaia_shipped_point(points: Sequence[Point]) -> Point | None:
+def gaia_shipped_point(points: Sequence[PointT]) -> PointT | None:
     """GAIA 0.25.1's own pass at GAIA's shipped settings (the rolling protocol's where both
     ran), if the sweep ran it."""
-    found = [p for p in points if p.get("strategy") == "gaia-shipped" and all(
-        (p.get("params") or {}).get(k) == v for k, v in GAIA_DEFAULTS.items())
-        and (p.get("protocol") or {}).get("recall_cut", "raw") == "raw"]
-    rolling = [p for p in found if (p.get("protocol") or {}).get("protocol") == "rolling"]
-    return (rolling or found)[0] if found else None
+    found = [(p, e) for p, e in zip(points, map(as_entry, points), strict=True)
+             if e.strategy == "gaia-shipped"
+             and all(e.params.get(k) == v for k, v in GAIA_DEFAULTS.items())
+             and e.protocol.get("recall_cut", "raw") == "raw"]
+    rolling = [(p, e) for p, e in found if e.protocol.get("protocol") == "rolling"]
+    return (rolling or found)[0][0] if found else None
 
 
 def _settings(p: Point) -> dict[str, Any]:
-    return {**(p.get("params") or {}), **PROTOCOL_DEFAULTS, **(p.get("protocol") or {})}
+    return {**p.params, **PROTOCOL_DEFAULTS, **p.protocol}
 
 
 def _twin(point: Point | None, points: Sequence[Point], **changes: Any) -> Point | None:
@@ -138,7 +144,7 @@ def _twin(point: Point | None, points: Sequence[Point], **changes: Any) -> Point
     if point is None:
         return None
     want = _settings(point) | changes
-    return next((p for p in points if p.get("strategy") == point.get("strategy")
+    return next((p for p in points if p.strategy == point.strategy
                  and _settings(p) == want), None)
 
 
@@ -155,7 +161,8 @@ def _pct(x: float | None) -> str:
 
 
 def _few(p: Point | None, name: str) -> str:
-    fams = _k(p, name).get("n_families")
+    k = _k(p, name)
+    fams = None if k is None else k.n_families
     return f" (only {fams} famil{'y' if fams == 1 else 'ies'}: indicative)" \
         if fams is not None and fams < MIN_FAMILIES else ""
 
@@ -165,8 +172,8 @@ def _take_cut(g: Point | None, b: Point | None, s: Point | None, w: Point | None
     if p is None:
         return "not measured: the sweep ran neither GAIA's defaults nor a recommended point"
     mid, n = _v(p, "recall_body_cut_mid_step_share"), _k(p, "recall_body_cut_mid_step_share")
-    limit = (p.get("params") or {}).get("max_recall_body_chars")
-    if mid is None or not n.get("n"):
+    limit = p.params.get("max_recall_body_chars")
+    if mid is None or n is None or not n.n:
         return (f"nothing was recalled here, so no recalled body was cut; of the active "
                 f"procedures {_pct(_v(p, 'active_body_cut_mid_step_share'))} would be cut "
                 f"mid-step at {limit} characters")
@@ -182,10 +189,10 @@ def _take_cut(g: Point | None, b: Point | None, s: Point | None, w: Point | None
 def _take_whole(g: Point | None, b: Point | None, s: Point | None, w: Point | None) -> str:
     if w is None:
         return "not run: add recall_cut: whole_steps beside GAIA's defaults to compare"
-    live, base = _k(w, "live_step_reduction"), _k(g, "live_step_reduction")
-    if live.get("value") is not None and base.get("value") is not None:
-        return (f"live step reduction {live['value']:.2f} with whole steps against "
-                f"{base['value']:.2f} with GAIA's raw cut: what the cut costs the agent")
+    live, base = _v(w, "live_step_reduction"), _v(g, "live_step_reduction")
+    if live is not None and base is not None:
+        return (f"live step reduction {live:.2f} with whole steps against "
+                f"{base:.2f} with GAIA's raw cut: what the cut costs the agent")
     return (f"mid-step cuts {_pct(_v(w, 'recall_body_cut_mid_step_share'))} with whole steps; "
             "the replay estimate cannot price the cut (it reads tools only): run it live")
 
@@ -209,17 +216,17 @@ def _take_start(g: Point | None, b: Point | None, s: Point | None, w: Point | No
     p, who = _subject(g, s)
     if p is None:
         return "not measured"
-    k = _k(p, "starts_until_drained")
+    k = _k(p, "starts_until_drained") or KPI("starts_until_drained", None, None, None, 0, "")
     cap, calls, secs = _v(p, "distill_cap"), _v(p, "startup_model_calls"), \
         _v(p, "startup_seconds")
     cost = (f"{calls:.1f} distillations and {secs:.1f} s per start here"
             if calls is not None and secs is not None else "no pass ran")
     cap_s = "no cap" if cap is None else f"a cap of {cap:.0f}"
-    if k.get("value") is None:
+    if k.value is None:
         return (f"{who}: with {cap_s} the backlog (at most {_v(p, 'startup_backlog_max') or 0:.0f}"
-                f" clusters) was not drained in {k.get('n', 0)} starts; {cost}")
+                f" clusters) was not drained in {k.n} starts; {cost}")
     return f"{who}: with {cap_s} every qualifying cluster is distilled within " \
-        f"{k['value']:.0f} start(s); {cost}"
+        f"{k.value:.0f} start(s); {cost}"
 
 
 def _take_outcomes(g: Point | None, b: Point | None, s: Point | None, w: Point | None) -> str:
@@ -250,8 +257,8 @@ def _take_tau(g: Point | None, b: Point | None, s: Point | None, w: Point | None
     hit_g, hit_b = _v(g, "recall_hit_rate"), _v(b, "recall_hit_rate")
     if hit_g is None:
         return "not measured: the sweep did not run GAIA's defaults"
-    tau_b = (b or {}).get("params", {}).get("recall_tau") or \
-        (b or {}).get("params", {}).get("similarity_tau")
+    params = b.params if b is not None else {}
+    tau_b = params.get("recall_tau") or params.get("similarity_tau")
     better = f"; at the recommended point (recall tau {tau_b}) {_pct(hit_b)}" \
         if hit_b is not None else ""
     return (f"at 0.82 recall finds a procedure of the probe's own goal for {_pct(hit_g)} of "
@@ -279,26 +286,27 @@ _ROWS: tuple[tuple[str, str, str, tuple[tuple[str, str], ...], Take], ...] = (
 )
 
 
-def question_rows(points: Sequence[Point]) -> list[QuestionRow]:
+def question_rows(points: Sequence[PointLike]) -> list[QuestionRow]:
     """The section's rows from a sweep summary's ``points`` (see the module docstring)."""
-    g, b, s = gaia_default_point(points), recommend(points), gaia_shipped_point(points)
+    entries = [as_entry(p) for p in points]
+    g, b, s = gaia_default_point(entries), recommend(entries), gaia_shipped_point(entries)
     rows = []
     for key, question, kpi, extra, take in _ROWS:
         whole = key == "2676" and "whole" in question
-        at = (lambda p: _twin(p, points, recall_cut="whole_steps")) if whole else \
+        at = (lambda p: _twin(p, entries, recall_cut="whole_steps")) if whole else \
             (lambda p: p)
-        w = _twin(g, points, recall_cut="whole_steps")
+        w = _twin(g, entries, recall_cut="whole_steps")
         rows.append(QuestionRow(ISSUES[key].ref, question, kpi, _cell(at(g), kpi, *extra),
                                 _cell(at(b), kpi, *extra), _cell(at(s), kpi, *extra),
                                 take(g, b, s, w)))
     return rows
 
 
-def question_table(run: Any) -> Any:
+def question_table(run: Run) -> pd.DataFrame:
     """The rows as a DataFrame (``run``: a :class:`~.report.Run`), for the report notebook."""
     import pandas as pd
 
-    rows = question_rows(run.summary["points"])
+    rows = question_rows(run.summary.points)
     return pd.DataFrame([r.as_dict() for r in rows]).rename(columns={
         "gaia_defaults": "GAIA defaults", "gaia_shipped": "gaia-shipped"})
 
@@ -313,23 +321,23 @@ def _label_points(points: Sequence[Point], issue: Issue) -> list[tuple[str, Poin
                      ("gaia-shipped", gaia_shipped_point(points))):
         if p is None:
             continue
-        same = next((i for i, (_, q) in enumerate(primaries) if q["id"] == p["id"]), None)
+        same = next((i for i, (_, q) in enumerate(primaries) if q.id == p.id), None)
         if same is None:
             primaries.append((label, p))
         else:
             primaries[same] = (f"{primaries[same][0]} = {label}", p)
-    seen = {p["id"] for _, p in primaries}
+    seen = {p.id for _, p in primaries}
     out: list[tuple[str, Point]] = []
     for label, p in primaries:
         out.append((label, p))
         mine, variant = _settings(p), 0
         for q in points:
             theirs = _settings(q)
-            if q["id"] in seen or q.get("strategy") != p.get("strategy") or any(
+            if q.id in seen or q.strategy != p.strategy or any(
                     mine.get(k) != theirs.get(k) for k in set(mine) | set(theirs)
                     if k not in issue.vary):
                 continue
-            seen.add(q["id"])
+            seen.add(q.id)
             variant += 1
             out.append((f"{label}, variant {variant}", q))
     return out
@@ -357,33 +365,33 @@ def for_issue(run_dir: str | Path, issue: str) -> str:
     found = Path(run_dir) / "summary.json"
     if not found.exists():
         raise EvaluationError(f"{run_dir} has no summary.json; run `skillsynth sweep` first")
-    summary = json.loads(found.read_text(encoding="utf-8"))
-    points, q = summary.get("points") or [], ISSUES[key]
-    first = points[0] if points else {}
-    versions, corpus = first.get("versions") or {}, first.get("corpus") or {}
-    git = (summary.get("record") or {}).get("git")
-    where = (f"Run `{summary.get('name')}` (skillsynth {versions.get('skillsynth')}"
-             f"{f', git {str(git)[:12]}' if git else ''}): corpus `{corpus.get('path')}` "
-             f"(sha256 `{str(corpus.get('sha256'))[:12]}`), chat model "
-             f"`{versions.get('chat_model')}`, embedder `{versions.get('embedder')}`.")
+    summary = SweepSummary.load(run_dir)
+    points, q = summary.points, ISSUES[key]
+    first = points[0] if points else PointEntry("")
+    versions, corpus = first.versions, first.corpus
+    git = summary.record.get("git")
+    where = (f"Run `{summary.name}` (skillsynth {versions.skillsynth}"
+             f"{f', git {str(git)[:12]}' if git else ''}): corpus `{corpus.path}` "
+             f"(sha256 `{str(corpus.sha256)[:12]}`), chat model "
+             f"`{versions.chat_model}`, embedder `{versions.embedder}`.")
     labelled = _label_points(points, q)
     lines = [f"#### skillsynth measurement for {q.ref}: {q.title}", "", where, ""]
-    lines += [f"- **{label}**: {p.get('strategy')}, {_describe_settings(p)}"
+    lines += [f"- **{label}**: {p.strategy}, {_describe_settings(p)}"
               for label, p in labelled]
     if labelled:
         lines += ["", "| KPI | " + " | ".join(label for label, _ in labelled) + " |",
                   "| --- |" + " --- |" * len(labelled)]
         for name in q.kpis:
-            if any(name in (p.get("kpis") or {}) for _, p in labelled):
+            if any(name in p.kpis for _, p in labelled):
                 lines.append(f"| `{name}` | " + " | ".join(
-                    fmt_kpi(_k(p, name)) if name in (p.get("kpis") or {}) else "-"
+                    fmt_kpi(_k(p, name)) if name in p.kpis else "-"
                     for _, p in labelled) + " |")
     else:
         lines.append("The run has no point at GAIA's defaults, no recommended point and no "
                      "gaia-shipped point: nothing to report.")
     rows = [r for r in question_rows(points) if r.issue == q.ref]
     lines += [""] + [f"**Reading:** {r.take}." for r in rows]
-    name = summary.get("name")
+    name = summary.name
     intervals = ("Intervals: 95%, clustered by task family (Wilson on the effective sample "
                  "size for shares, cluster bootstrap or cluster t for means; none for counts "
                  "and per-start means); skillsynth's METHODS.md, section 5.")

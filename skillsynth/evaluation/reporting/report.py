@@ -9,7 +9,7 @@ The gate and baselines are :mod:`.gate` (re-exported here).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,8 @@ import pandas as pd
 from ...errors import EvaluationError
 from ...pipeline.skill import PROFILES
 from ..point.metrics import MIN_FAMILIES
+from ..point.summary import SUMMARY, CorpusInfo, ModelCalls, PointSummary, Versions
+from ..sweeps.summary import SweepSummary
 from .gate import PARAMS, PROTOCOL_DEFAULTS, GateCheck, gate, gate_checks, write_baseline
 
 __all__ = [
@@ -61,16 +63,26 @@ class Run:
         summary: its ``summary.json``.
         points: one row per finished point: strategy, parameters, ``<kpi>``, ``<kpi>_lo``,
             ``<kpi>_hi``, ``<kpi>_n``, ``<kpi>_estimate``, ``<kpi>_families`` and
-            ``<kpi>_method`` columns (the last two None for runs written before them).
+            ``<kpi>_method`` columns (families None for runs written before them; their
+            method reads ``none``).
         rows: the per-probe results of every point (``results.jsonl``).
         similarity: same- and different-family goal similarities (may be empty).
     """
 
     path: Path
-    summary: dict[str, Any]
+    summary: SweepSummary
     points: pd.DataFrame
     rows: pd.DataFrame
     similarity: dict[str, Any]
+    _points_read: dict[str, PointSummary | None] = field(default_factory=dict, repr=False,
+                                                         compare=False)
+
+    def point_summary(self, point_id: str) -> PointSummary | None:
+        """A point's own ``summary.json`` (None: not in the folder), read once per run."""
+        if point_id not in self._points_read:
+            f = self.path / "points" / point_id / SUMMARY
+            self._points_read[point_id] = PointSummary.load(f) if f.exists() else None
+        return self._points_read[point_id]
 
 
 def load_run(run_dir: str | Path) -> Run:
@@ -82,20 +94,19 @@ def load_run(run_dir: str | Path) -> Run:
     p = Path(run_dir)
     if not (p / "summary.json").exists():
         raise EvaluationError(f"{p} has no summary.json; run `skillsynth sweep` first")
-    summary = json.loads((p / "summary.json").read_text(encoding="utf-8"))
+    summary = SweepSummary.load(p)
     recs = []
-    for pt in summary["points"]:
-        rec: dict[str, Any] = {"point": pt["id"], "strategy": pt["strategy"],
-                               **{k: pt["params"][k] for k in PARAMS},
-                               **(PROTOCOL_DEFAULTS | (pt.get("protocol") or {})),
-                               "wall_s": pt["wall_s"], "probes": pt["split"]["probes"],
-                               "passes": len(pt["split"].get("passes") or ()) or 1}
-        for name, k in pt["kpis"].items():
-            rec[name], rec[f"{name}_lo"], rec[f"{name}_hi"] = k["value"], k["lo"], k["hi"]
-            rec[f"{name}_n"], rec[f"{name}_estimate"] = k["n"], k["estimate"]
-            rec[f"{name}_families"], rec[f"{name}_method"] = k.get("n_families"), \
-                k.get("method")
-        rec["floors_failed"] = ",".join(f for f, ok in pt["floors"].items() if ok is False)
+    for pt in summary.points:
+        rec: dict[str, Any] = {"point": pt.id, "strategy": pt.strategy,
+                               **{k: pt.params[k] for k in PARAMS},
+                               **(PROTOCOL_DEFAULTS | dict(pt.protocol)),
+                               "wall_s": pt.wall_s, "probes": pt.split["probes"],
+                               "passes": len(pt.split.get("passes") or ()) or 1}
+        for name, k in pt.kpis.items():
+            rec[name], rec[f"{name}_lo"], rec[f"{name}_hi"] = k.value, k.lo, k.hi
+            rec[f"{name}_n"], rec[f"{name}_estimate"] = k.n, k.estimate
+            rec[f"{name}_families"], rec[f"{name}_method"] = k.n_families, k.method
+        rec["floors_failed"] = ",".join(f for f, ok in pt.floors.items() if ok is False)
         recs.append(rec)
     points = pd.DataFrame(recs)
     rows_file = p / "results.jsonl"
@@ -120,20 +131,18 @@ def _fmt(value: Any, lo: Any, hi: Any, n: Any, estimate: Any = False,
 def describe_run(run: Run) -> str:
     """A Markdown paragraph: what was run, on what, with which models."""
     s = run.summary
-    first = s["points"][0] if s["points"] else {}
-    corpus = first.get("corpus", {})
-    versions = first.get("versions", {})
-    split = first.get("split", {})
-    failed = s.get("failed") or {}
-    return (f"**Run** `{s['name']}`: {s['finished']} of {s['n_points']} point(s) finished"
-            f"{f', {len(failed)} failed' if failed else ''}.  \n"
-            f"**Corpus** `{corpus.get('path')}` (sha256 `{str(corpus.get('sha256'))[:12]}`): "
+    first = s.points[0] if s.points else None
+    corpus, versions = (first.corpus, first.versions) if first else (CorpusInfo(), Versions())
+    split = first.split if first else {}
+    return (f"**Run** `{s.name}`: {s.finished} of {s.n_points} point(s) finished"
+            f"{f', {len(s.failed)} failed' if s.failed else ''}.  \n"
+            f"**Corpus** `{corpus.path}` (sha256 `{str(corpus.sha256)[:12]}`): "
             f"{split.get('history')} history sessions, {split.get('probes')} probes "
             f"(attempt {split.get('k', 3) + 1} of each task).  \n"
-            f"**Models**: chat `{versions.get('chat_model')}`, embedder "
-            f"`{versions.get('embedder')}`; distill prompt `{versions.get('distill_prompt')}`, "
-            f"replay rule `{versions.get('replay_rule')}`, skillsynth "
-            f"{versions.get('skillsynth')}.  \n"
+            f"**Models**: chat `{versions.chat_model}`, embedder "
+            f"`{versions.embedder}`; distill prompt `{versions.distill_prompt}`, "
+            f"replay rule `{versions.replay_rule}`, skillsynth "
+            f"{versions.skillsynth}.  \n"
             "Intervals (95%, clustered by task family): Wilson on the effective sample "
             "size for shares, cluster bootstrap for means (cluster-level t below "
             f"{MIN_FAMILIES} families, none for one). *est.* marks replay estimates "
@@ -150,13 +159,13 @@ def live_runs_table(run: Run) -> pd.DataFrame:
     Empty when no point ran the live agent.
     """
     recs = []
-    for pt in run.summary["points"]:
-        f = run.path / "points" / pt["id"] / "runs.jsonl"
+    for pt in run.summary.points:
+        f = run.path / "points" / pt.id / "runs.jsonl"
         if not f.exists():
             continue
         for line in f.read_text(encoding="utf-8").splitlines():
             r = json.loads(line)
-            recs.append({**{k: r.get(k) for k in _LIVE_COLS}, "point": pt["id"],
+            recs.append({**{k: r.get(k) for k in _LIVE_COLS}, "point": pt.id,
                          "world": r.get("world"), "recalled": len(r.get("recalled_ids") or [])})
     cols = [*_LIVE_COLS[:1], "world", *_LIVE_COLS[1:]]
     return pd.DataFrame(recs, columns=cols)
@@ -172,9 +181,10 @@ def verdict_table(run: Run) -> pd.DataFrame:
     from .verdict import run_control, verdict, verdict_points
 
     recs = []
-    for label, pt in verdict_points(run.summary["points"]):
-        for row in verdict(pt, run_control(run.summary["points"], pt)):
-            recs.append({"configuration": f"{label}: {pt['id']}", "criterion": row.criterion,
+    points = run.summary.points
+    for label, pt in verdict_points(points):
+        for row in verdict(pt, run_control(points, pt)):
+            recs.append({"configuration": f"{label}: {pt.id}", "criterion": row.criterion,
                          "status": row.status,
                          "measured": _fmt(row.value, row.lo, row.hi, row.n,
                                           row.basis == "replay estimate", row.n_families),
@@ -189,8 +199,8 @@ def recommended_settings(run: Run) -> dict[str, Any] | None:
     """The recommended point's thresholds as GAIA's ``memory_settings.json`` block."""
     from .verdict import recommend
 
-    best = recommend(run.summary["points"])
-    return None if best is None else {"skill_synthesis": dict(best["params"])}
+    best = recommend(run.summary.points)
+    return None if best is None else {"skill_synthesis": dict(best.params)}
 
 
 def _index(df: pd.DataFrame) -> list[str]:
@@ -228,17 +238,15 @@ def protocol_table(run: Run) -> pd.DataFrame:
     cols = [c for c in _index(df) if c == "strategy" or df[c].nunique() > 1]
     recs = []
     for i in df.index:
-        f = run.path / "points" / df["point"][i] / "summary.json"
-        s = json.loads(f.read_text(encoding="utf-8")) if f.exists() else {}
-        split, pas = s.get("split") or {}, s.get("pass") or {}
-        shares, calls = pas.get("failed_shares") or [], s.get("model_calls") or {}
+        s = run.point_summary(df["point"][i])
+        split, pas = (s.split, s.pass_report or {}) if s else ({}, {})
+        shares, calls = pas.get("failed_shares") or [], s.model_calls if s else ModelCalls()
         recs.append({
             **{c: df[c][i] for c in cols},
             "probes": int(df["probes"][i]), "passes": int(df["passes"][i]),
             "left over": split.get("left_for_later_at_end", pas.get(
                 "left_for_later", _left_over(pas.get("skipped") or []))),
-            "distilled (cached)": f"{calls.get('synthesis', 0)} "
-                                  f"({calls.get('synthesis_cache_hits', 0)})",
+            "distilled (cached)": f"{calls.synthesis} ({calls.synthesis_cache_hits})",
             "wall s": round(float(df["wall_s"][i])),
             "recall hit": _kpi_cell(df, "recall_hit_rate", i),
             "width": _width(df, "recall_hit_rate", i),
@@ -270,8 +278,7 @@ def peer_table(run: Run) -> pd.DataFrame:
     df = run.points
     shared = df.groupby(list(PARAMS))["strategy"].transform("nunique") > 1
     sub = df[shared] if shared.any() else df
-    return kpi_table(Run(run.path, run.summary, sub.reset_index(drop=True), run.rows,
-                         run.similarity))
+    return kpi_table(replace(run, points=sub.reset_index(drop=True)))
 
 
 def _pivot_points(df: pd.DataFrame) -> pd.DataFrame:

@@ -14,16 +14,18 @@ point at GAIA's shipped thresholds, when run.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 from ..point.lumping import LUMPED_SHARE
-from ..point.metrics import MIN_FAMILIES
+from ..point.metrics import KPI, MIN_FAMILIES
+from ..sweeps.summary import PointEntry, PointLike, PointT, as_entry
 
 __all__ = [
     "CONTROLS",
     "GAIA_DEFAULTS",
     "UNDECIDED",
+    "KPILike",
     "Status",
     "VerdictRow",
     "adoptable",
@@ -46,6 +48,8 @@ CONTROLS = {"live steps": "live_sensitivity_steps",
             "live success": "live_sensitivity_success"}
 #: GAIA's shipped synthesis settings (#887): the point a maintainer compares against.
 GAIA_DEFAULTS = {"similarity_tau": 0.82, "min_occurrences": 3, "max_recall_body_chars": 1500}
+#: A KPI, typed or as its JSON dict (what :func:`judge` and :func:`control_check` accept).
+KPILike = KPI | Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -84,13 +88,20 @@ class VerdictRow:
         return asdict(self)
 
 
-def _k(kpis: Mapping[str, Any], name: str) -> tuple[float | None, float | None, float | None,
-                                                      int]:
-    k = kpis.get(name) or {}
-    return k.get("value"), k.get("lo"), k.get("hi"), int(k.get("n") or 0)
+def _kpi(k: KPILike | None, name: str = "") -> KPI | None:
+    """``k`` typed; None for no KPI (an empty dict included)."""
+    if isinstance(k, KPI) or k is None:
+        return k
+    return KPI.from_dict(k, name) if k else None
 
 
-def _ran_live(kpis: Mapping[str, Any]) -> bool:
+def _k(kpis: Mapping[str, KPI], name: str) -> tuple[float | None, float | None, float | None,
+                                                     int]:
+    k = kpis.get(name)
+    return (None, None, None, 0) if k is None else (k.value, k.lo, k.hi, int(k.n or 0))
+
+
+def _ran_live(kpis: Mapping[str, KPI]) -> bool:
     """The point ran live arms (judged on them, even where no probe succeeded in both)."""
     return bool(_k(kpis, "live_success_change")[3] or _k(kpis, "live_step_reduction")[3])
 
@@ -99,13 +110,13 @@ def _plural(n: int) -> str:
     return f"{n} famil{'y' if n == 1 else 'ies'}"
 
 
-def _too_few(k: Mapping[str, Any]) -> str:
+def _too_few(k: KPI) -> str:
     """Why a KPI is too small to decide anything, or "". Its families where the KPI says
     (``n_families``); a run written before that field: n, an upper bound on them."""
-    fams = k.get("n_families")
+    fams = k.n_families
     if fams is not None:
         return f"{_plural(int(fams))} < {MIN_FAMILIES}" if fams < MIN_FAMILIES else ""
-    n = int(k.get("n") or 0)
+    n = int(k.n or 0)
     return f"n={n} < {MIN_FAMILIES} (families not recorded)" if n < MIN_FAMILIES else ""
 
 
@@ -115,7 +126,7 @@ def _ci(lo: float | None, hi: float | None) -> str:
     return f"[{lo:.2f}, {hi:.2f}] (width {hi - lo:.2f})"
 
 
-def judge(kpi: Mapping[str, Any] | None, target: float, *, strict: bool) -> tuple[Status, str]:
+def judge(kpi: KPILike | None, target: float, *, strict: bool) -> tuple[Status, str]:
     """The one rule for a criterion read off an interval: the status and why.
 
     NOT MEASURED: no value or n = 0. INCONCLUSIVE: fewer than
@@ -124,10 +135,10 @@ def judge(kpi: Mapping[str, Any] | None, target: float, *, strict: bool) -> tupl
     value. PASS: every value in the interval passes (above the target; at it too unless
     ``strict``); FAIL: every value fails.
     """
-    k = kpi or {}
-    value, lo, hi, n = k.get("value"), k.get("lo"), k.get("hi"), int(k.get("n") or 0)
-    if value is None or n == 0:
-        return "NOT MEASURED", k.get("note") or "n=0"
+    k = _kpi(kpi)
+    if k is None or k.value is None or not k.n:
+        return "NOT MEASURED", (k.note if k else "") or "n=0"
+    lo, hi, n = k.lo, k.hi, int(k.n)
     few = _too_few(k)
     if few:
         return "INCONCLUSIVE", f"{few}: too few to decide; n={n}, interval {_ci(lo, hi)}"
@@ -141,20 +152,20 @@ def judge(kpi: Mapping[str, Any] | None, target: float, *, strict: bool) -> tupl
                             f"the target {'>' if strict else '>='} {target:g}; n={n}")
 
 
-def control_check(kpis: Mapping[str, Any], name: str) -> tuple[bool | None, str]:
+def control_check(kpis: Mapping[str, KPILike], name: str) -> tuple[bool | None, str]:
     """Could the instrument see an effect? The positive control ``name`` (oracle minus no
     memory, paired) separates from none when its interval lies above 0, over enough
     families (:func:`judge`'s minimum): an ideal procedure that scores below none shows the
     measure cannot see a gain. None: the control was not run (no such KPI).
     """
-    k = kpis.get(name)
-    if not k:
+    k = _kpi(kpis.get(name), name)
+    if k is None:
         return None, f"positive control not run ({name} absent)"
-    value, lo, hi, n = k.get("value"), k.get("lo"), k.get("hi"), int(k.get("n") or 0)
+    value, lo, hi, n = k.value, k.lo, k.hi, int(k.n or 0)
     if value is None or n == 0:
         return False, f"positive control {name} not measured (n={n})"
     shown = f"{name} {value:.2f} {_ci(lo, hi)} n={n}" + (
-        f" ({k['note']})" if str(k.get("note") or "").startswith("from the") else "")
+        f" ({k.note})" if str(k.note or "").startswith("from the") else "")
     few = _too_few(k)
     if few:
         return False, f"positive control {shown}: {few}"
@@ -165,11 +176,11 @@ def control_check(kpis: Mapping[str, Any], name: str) -> tuple[bool | None, str]
     return True, f"positive control {shown} separates from none"
 
 
-def _row(criterion: str, target: str, kpis: Mapping[str, Any], name: str, threshold: float,
+def _row(criterion: str, target: str, kpis: Mapping[str, KPI], name: str, threshold: float,
          *, strict: bool, basis: str, note: str = "", control: str | None = None
          ) -> VerdictRow:
     """A criterion judged on ``name``'s interval, then against its positive control."""
-    k = kpis.get(name) or {}
+    k = kpis.get(name)
     v, lo, hi, n = _k(kpis, name)
     status, why = judge(k, threshold, strict=strict)
     if control is not None and status != "NOT MEASURED":
@@ -180,7 +191,7 @@ def _row(criterion: str, target: str, kpis: Mapping[str, Any], name: str, thresh
         else:
             note = f"{note}; {said}" if note else said
     return VerdictRow(criterion, target, name, v, lo, hi, n, status, basis, note, why,
-                      k.get("n_families"))
+                      k.n_families if k else None)
 
 
 def _all(value: float | None, n: int) -> Status:
@@ -195,33 +206,33 @@ def _all(value: float | None, n: int) -> Status:
 POSITIVE_CONTROLS = ("oracle", "oracle-args")
 
 
-def run_control(points: Sequence[Mapping[str, Any]], point: Mapping[str, Any]
-                ) -> tuple[str, Mapping[str, Any]] | None:
+def run_control(points: Sequence[PointT], point: PointLike) -> tuple[str, PointT] | None:
     """The run's positive-control point for ``point``: same probes (the same protocol; a
     sweep's other settings are the same for all its points), the oracle preferred. None
     when the run has none."""
-    proto = (point.get("protocol") or {}).get("protocol", "strict")
+    proto = as_entry(point).protocol.get("protocol", "strict")
+    entries = [as_entry(p) for p in points]
     for name in POSITIVE_CONTROLS:
-        for p in points:
-            if p.get("strategy") == name and (
-                    p.get("protocol") or {}).get("protocol", "strict") == proto:
+        for p, e in zip(points, entries, strict=True):
+            if e.strategy == name and e.protocol.get("protocol", "strict") == proto:
                 return name, p
     return None
 
 
-def verdict(point: Mapping[str, Any], control: tuple[str, Mapping[str, Any]] | None = None
+def verdict(point: PointLike, control: tuple[str, PointLike] | None = None
             ) -> list[VerdictRow]:
     """#887's criteria at one point of a sweep summary (``summary.json``'s ``points``).
 
     ``control``: the run's positive-control point (:func:`run_control`): where the point
     has no sensitivity KPI of its own, the control's is read (labelled with its strategy).
     """
-    kpis = dict(point["kpis"])
+    pt = as_entry(point)
+    kpis = dict(pt.kpis)
     if control is not None:
-        name, cp = control
+        name, cp = control[0], as_entry(control[1])
         for kpi in CONTROLS.values():
-            if kpi not in kpis and kpi in cp["kpis"]:
-                kpis[kpi] = dict(cp["kpis"][kpi], note=f"from the {name} point {cp['id']}")
+            if kpi not in kpis and kpi in cp.kpis:
+                kpis[kpi] = replace(cp.kpis[kpi], note=f"from the {name} point {cp.id}")
     rows: list[VerdictRow] = []
     rows.append(_row("Auto-synthesis fires", "a procedure exists for families with >= 3 "
                      "similar successes (share of probes > 0)", kpis, "synthesis_fired_rate",
@@ -253,7 +264,7 @@ def verdict(point: Mapping[str, Any], control: tuple[str, Mapping[str, Any]] | N
     v, lo, hi, n = _k(kpis, "grounded_tools_rate")
     rows.append(VerdictRow("Grounding", "100% of skills name only tools their runs called",
                            "grounded_tools_rate", v, lo, hi, n, _all(v, n), "checks"))
-    floors = point.get("floors") or {}
+    floors = pt.floors
     exercised = {f: ok for f, ok in floors.items() if ok is not None}
     bad = sorted(f for f, ok in exercised.items() if ok is False)
     rows.append(VerdictRow("No silent fallback", "memory off, synthesis off, model down, "
@@ -269,7 +280,7 @@ def verdict(point: Mapping[str, Any], control: tuple[str, Mapping[str, Any]] | N
                            ("PASS" if all(seen) else "FAIL"), "checks",
                            "judged by the recall floors; the value is the share of recalled "
                            "procedures from the probe's own family (informational)",
-                           n_families=(kpis.get("recall_precision") or {}).get("n_families")))
+                           n_families=_families(kpis, "recall_precision")))
     rows.append(_specific(kpis))
     v, lo, hi, n = _k(kpis, "provenance_integrity")
     rows.append(VerdictRow("Provenance integrity", "every from_sessions id resolves to a "
@@ -278,11 +289,16 @@ def verdict(point: Mapping[str, Any], control: tuple[str, Mapping[str, Any]] | N
     return rows
 
 
-def _specific(kpis: Mapping[str, Any]) -> VerdictRow:
+def _families(kpis: Mapping[str, KPI], name: str) -> int | None:
+    k = kpis.get(name)
+    return None if k is None else k.n_families
+
+
+def _specific(kpis: Mapping[str, KPI]) -> VerdictRow:
     """The lumping guard: a pass that puts many goals into one procedure recalls one
     procedure for everything (:mod:`..point.lumping`); said loudly, with the shares."""
     v, lo, hi, n = _k(kpis, "lumped_procedure_share")
-    big = (kpis.get("largest_procedure_share") or {}).get("value")
+    big = _k(kpis, "largest_procedure_share")[0]
     target = ("no procedure stands for many goals (none spans 3+ families without a "
               "majority; the largest holds at most half the members)")
     if n == 0 or v is None:
@@ -297,60 +313,60 @@ def _specific(kpis: Mapping[str, Any]) -> VerdictRow:
                       n, "FAIL" if lumped else "PASS", "checks", note)
 
 
-def _is(point: Mapping[str, Any], values: Mapping[str, Any]) -> bool:
-    params = point.get("params") or {}
-    return all(params.get(k) == v for k, v in values.items())
+def _is(point: PointEntry, values: Mapping[str, Any]) -> bool:
+    return all(point.params.get(k) == v for k, v in values.items())
 
 
-def adoptable(point: Mapping[str, Any]) -> bool:
+def adoptable(point: PointLike) -> bool:
     """GAIA can run this point by settings alone: it recalls by when_to_use, qualifies
     clusters by the per-call rate and cuts recalled bodies raw (other recall keys, signals
     and cuts need a change to GAIA)."""
-    opts = point.get("protocol") or {}
+    opts = as_entry(point).protocol
     return opts.get("recall_key", "when_to_use") == "when_to_use" and \
         opts.get("rate", "calls") == "calls" and opts.get("recall_cut", "raw") == "raw"
 
 
-def gaia_default_point(points: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+def gaia_default_point(points: Sequence[PointT]) -> PointT | None:
     """The skillsynth point at GAIA's shipped settings, if the sweep ran one (the rolling
     protocol's where both ran: it is how GAIA meets its goals over time)."""
-    found = [p for p in points if p.get("strategy") == "skillsynth" and adoptable(p)
-             and _is(p, GAIA_DEFAULTS)]
-    rolling = [p for p in found if (p.get("protocol") or {}).get("protocol") == "rolling"]
-    return (rolling or found)[0] if found else None
+    found = [(p, e) for p, e in zip(points, map(as_entry, points), strict=True)
+             if e.strategy == "skillsynth" and adoptable(e) and _is(e, GAIA_DEFAULTS)]
+    rolling = [(p, e) for p, e in found if e.protocol.get("protocol") == "rolling"]
+    return (rolling or found)[0][0] if found else None
 
 
-def recommend(points: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+def recommend(points: Sequence[PointT]) -> PointT | None:
     """The point to adopt: the best step reduction (live where measured) among skillsynth
     points GAIA can run by settings (:func:`adoptable`) whose success did not drop (the
     no-harm interval reaches 0 or above, or no live arm), ties broken by fewer probes made
     worse; None when no point qualifies."""
-    def key(p: Mapping[str, Any]) -> tuple[float, float]:
-        k = p["kpis"]
+    def key(pe: tuple[PointT, PointEntry]) -> tuple[float, float]:
+        k = pe[1].kpis
         live = _ran_live(k)
-        red = (k.get("live_step_reduction" if live else "step_reduction") or {}).get("value")
-        worse = (k.get("live_share_made_worse" if live else "share_made_worse") or {}
-                 ).get("value")
+        red = _k(k, "live_step_reduction" if live else "step_reduction")[0]
+        worse = _k(k, "live_share_made_worse" if live else "share_made_worse")[0]
         return (red if red is not None else float("-inf"),
                 -(worse if worse is not None else 1.0))
 
-    def harmless(p: Mapping[str, Any]) -> bool:
-        ch = p["kpis"].get("live_success_change") or {}
-        top = ch.get("hi") if ch.get("hi") is not None else ch.get("value")
-        return not ch.get("n") or top is None or float(top) >= 0
+    def harmless(e: PointEntry) -> bool:
+        ch = e.kpis.get("live_success_change")
+        if ch is None:
+            return True
+        top = ch.hi if ch.hi is not None else ch.value
+        return not ch.n or top is None or float(top) >= 0
 
-    ok = [p for p in points if p.get("strategy") == "skillsynth" and adoptable(p)
-          and harmless(p)]
-    return max(ok, key=key) if ok else None
+    ok = [(p, e) for p, e in zip(points, map(as_entry, points), strict=True)
+          if e.strategy == "skillsynth" and adoptable(e) and harmless(e)]
+    return max(ok, key=key)[0] if ok else None
 
 
-def verdict_points(points: Sequence[Mapping[str, Any]]) -> list[tuple[str, Mapping[str, Any]]]:
+def verdict_points(points: Sequence[PointT]) -> list[tuple[str, PointT]]:
     """The points a verdict is given for: the recommended one and GAIA's defaults (once
     each), labelled."""
-    out: list[tuple[str, Mapping[str, Any]]] = []
+    out: list[tuple[str, PointT]] = []
     best, gaia = recommend(points), gaia_default_point(points)
     if best is not None:
         out.append(("recommended", best))
-    if gaia is not None and (best is None or gaia["id"] != best["id"]):
+    if gaia is not None and (best is None or as_entry(gaia).id != as_entry(best).id):
         out.append(("GAIA defaults", gaia))
     return out

@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 from ...models.backend import BackendSpec
-from ..point.run import SUMMARY
+from ..point.summary import SUMMARY, PointSummary
 from .notebooks import execute_notebook
 from .spec import Point, SweepSpec
 
@@ -23,7 +21,7 @@ __all__ = ["execute_point", "failure_text", "write_timings"]
 
 
 def execute_point(point: Point, spec: SweepSpec, corpus: Path, backend: BackendSpec,
-                  point_dir: Path, notebook: Path) -> dict[str, Any]:
+                  point_dir: Path, notebook: Path) -> PointSummary:
     """Run ``notebook`` for ``point`` in ``point_dir``; return the point's summary."""
     point_dir.mkdir(parents=True, exist_ok=True)
     params = {"corpus": str(corpus), "thresholds": point.thresholds().to_settings_block(),
@@ -36,12 +34,12 @@ def execute_point(point: Point, spec: SweepSpec, corpus: Path, backend: BackendS
     execute_notebook(notebook, point_dir / "point.ipynb", params, cwd=point_dir,
                      timeout_s=spec.point_timeout_s)
     notebook_s = time.perf_counter() - t0
-    summary: dict[str, Any] = json.loads((point_dir / SUMMARY).read_text(encoding="utf-8"))
+    summary = PointSummary.load(point_dir / SUMMARY)
     write_timings(point_dir, notebook_s, summary)
     return summary
 
 
-def write_timings(point_dir: Path, notebook_s: float, summary: Mapping[str, Any]) -> None:
+def write_timings(point_dir: Path, notebook_s: float, summary: PointSummary) -> None:
     """``timings.json``: where a point's wall time went (the sweep-overhead benchmark).
 
     Kernel start is the notebook's wall time less its cells' (papermill records each cell's
@@ -59,12 +57,12 @@ def write_timings(point_dir: Path, notebook_s: float, summary: Mapping[str, Any]
         name = next((t for t in ("parameters", "injected-parameters", "imports", "run")
                      if t in tags), f"cell{len(cells)}")
         cells[name] = float(cell.metadata.get("papermill", {}).get("duration") or 0.0)
-    stages = dict(summary.get("timings") or {})
+    stages = dict(summary.timings)
     out = {"notebook_s": round(notebook_s, 3),
            "kernel_start_s": round(notebook_s - sum(cells.values()), 3),
            "imports_s": round(cells.get("imports", 0.0), 3),
            "run_cell_s": round(cells.get("run", 0.0), 3),
-           "point_s": summary.get("wall_s"), "stages_s": stages, "cells_s": cells}
+           "point_s": summary.wall_s, "stages_s": stages, "cells_s": cells}
     (point_dir / "timings.json").write_text(json.dumps(out, indent=2), encoding="utf-8")
 
 

@@ -39,15 +39,17 @@ import yaml
 from ...corpora.labels import LabelStore, labels_path_for
 from ...errors import ConfigError, EvaluationError
 from ...models.backend import BackendSpec, open_clients
+from ...protocols import Embeds
 from ...store import MemoryStore
 from ..point.options import PointOptions
 from ..point.record import RunRecord, utc_now
-from ..point.run import SUMMARY
 from ..point.split import FamilyRule, family_of
+from ..point.summary import SUMMARY, PointSummary
 from .notebooks import find_notebook
 from .results_url import is_url
 from .shipping import MergeCounts, Shipper
 from .spec import GRID_KEYS, RUN_ONLY_KEYS, Point, SweepSpec, expand_points
+from .summary import PointEntry, SweepSummary
 from .transport import ThreadPool, run_points
 
 __all__ = [
@@ -117,7 +119,7 @@ def _live_corpus(spec: SweepSpec, run_dir: Path, backend: BackendSpec, progress:
     return db
 
 
-def goal_similarities(corpus_db: str | Path, embedder: Any, *, max_pairs: int = 20000,
+def goal_similarities(corpus_db: str | Path, embedder: Embeds, *, max_pairs: int = 20000,
                       seed: int = 0, family: FamilyRule = "task") -> dict[str, Any]:
     """Cosines between labelled sessions' goals, same family vs different family.
 
@@ -300,20 +302,18 @@ def run_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval/
         ran, failed = site.run_points(todo, spec, corpus, run_dir, notebook, n_workers,
                                       progress, log, on_point)
     summary = aggregate(run_dir, points, spec, started_utc=started)
-    summary["failed"] = failed
-    ran_summaries = [s for s in summary["points"] if s["id"] in ran]
-    llm_calls = sum(s["llm_calls"] for s in ran_summaries)
-    cache_hits = sum(s["cache_hits"] for s in ran_summaries)
+    ran_entries = summary.entries(ran)
+    llm_calls = sum(e.llm_calls for e in ran_entries)
+    cache_hits = sum(e.cache_hits for e in ran_entries)
     facts, merged = site.facts, site.merged
     # this invocation's model traffic (a resumed sweep's earlier points are in their own)
-    summary["this_run"] = {"ran": list(ran), "llm_calls": llm_calls, "cache_hits": cache_hits,
-                           "executor": "thread pool" if facts is None else "dask",
-                           "cluster": None if facts is None else facts.address,
-                           "workers": n_workers if facts is None else facts.workers,
-                           "transport": None if facts is None else facts.transport,
-                           "answers_returned": None if merged is None else asdict(merged)}
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str),
-                                          encoding="utf-8")
+    this_run = {"ran": list(ran), "llm_calls": llm_calls, "cache_hits": cache_hits,
+                "executor": "thread pool" if facts is None else "dask",
+                "cluster": None if facts is None else facts.address,
+                "workers": n_workers if facts is None else facts.workers,
+                "transport": None if facts is None else facts.transport,
+                "answers_returned": None if merged is None else asdict(merged)}
+    dataclasses.replace(summary, failed=failed, this_run=this_run).write(run_dir)
     return SweepReport(run_dir, len(points), tuple(ran), skipped, failed,
                        round(time.perf_counter() - t0, 2), llm_calls, cache_hits,
                        cluster=None if facts is None else facts.address,
@@ -473,37 +473,27 @@ def _identity(spec_yaml: str) -> dict[str, Any]:
 
 
 def aggregate(run_dir: Path, points: Sequence[Point], spec: SweepSpec, *,
-              started_utc: str | None = None) -> dict[str, Any]:
+              started_utc: str | None = None) -> SweepSummary:
     """Write ``results.jsonl`` over every finished point; return the run summary (with the
-    sweep's :class:`~..point.record.RunRecord`)."""
+    sweep's :class:`~..point.record.RunRecord`). Each point's summary is read once."""
     rows_out = run_dir / "results.jsonl"
-    entries = []
+    entries: list[PointEntry] = []
+    first: PointSummary | None = None
     with rows_out.open("w", encoding="utf-8") as fh:
         for p in points:
             pdir = run_dir / "points" / p.id
             if not (pdir / SUMMARY).exists():
                 continue
-            s = json.loads((pdir / SUMMARY).read_text(encoding="utf-8"))
+            s = PointSummary.load(pdir / SUMMARY)
+            first = first or s
             params = {"point": p.id, "strategy": p.strategy,
-                      "corpus_sha256": s["corpus"]["sha256"],
+                      "corpus_sha256": s.corpus.sha256,
                       **p.thresholds().to_settings_block(), **p.settings(spec)}
             for line in (pdir / "results.jsonl").read_text(encoding="utf-8").splitlines():
                 fh.write(json.dumps(params | json.loads(line), ensure_ascii=False) + "\n")
-            mc = s["model_calls"]
-            entries.append({"id": p.id, "strategy": p.strategy,
-                            "params": p.thresholds().to_settings_block(),
-                            "protocol": p.settings(spec),
-                            "kpis": s["kpis"], "floors": s["floors"], "split": s["split"],
-                            "llm_calls": mc["synthesis"] + mc["agent"],
-                            "cache_hits": mc["synthesis_cache_hits"] + mc["agent_cache_hits"],
-                            "model_calls": mc, "wall_s": s["wall_s"],
-                            "pass_status": (s.get("pass") or {}).get("status"),
-                            "corpus": s["corpus"], "versions": s["versions"]})
-    first = entries[0] if entries else {}
+            entries.append(PointEntry.of(p, spec, s))
     record = RunRecord("sweep", spec.as_dict(), started_utc or utc_now(), utc_now(),
-                       models=(json.loads((run_dir / "points" / first["id"] / SUMMARY)
-                                          .read_text(encoding="utf-8")).get("record", {})
-                               .get("models", {}) if first else {}),
-                       inputs={"corpus": first.get("corpus")})
-    return {"name": spec.name, "spec": spec.as_dict(), "points": entries,
-            "n_points": len(points), "finished": len(entries), "record": record.as_dict()}
+                       models=first.record.get("models", {}) if first else {},
+                       inputs={"corpus": first.corpus.to_json() if first else None})
+    return SweepSummary(spec.name, spec.as_dict(), tuple(entries), len(points), len(entries),
+                        record.as_dict())

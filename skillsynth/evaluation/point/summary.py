@@ -1,0 +1,206 @@
+"""A point's ``summary.json`` as one typed value: read once, passed along, written unchanged.
+
+The file's keys are the contract with every run folder already on disk, so
+:meth:`PointSummary.to_json` writes the keys, in the order, :func:`~.run.run_point` always
+wrote, and :meth:`PointSummary.from_json` reads a file written before a key existed (the
+key's default) and keeps the keys it does not know (``extra``): a file read and written
+again is the same file. Records with fixed keys are attributes (:class:`CorpusInfo`,
+:class:`Versions`, :class:`ModelCalls`, the procedure checks); open-ended ones stay maps:
+the KPIs (name -> :class:`~.metrics.KPI`), the floors, the split and the pass report (their
+keys depend on the protocol), the live run and the details behind GAIA's questions.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from .metrics import KPI, ProcedureCheck
+
+__all__ = ["SUMMARY", "CorpusInfo", "ModelCalls", "PointSummary", "Versions"]
+
+#: The file whose presence marks a finished point.
+SUMMARY = "summary.json"
+
+
+def _known(cls: type, d: Mapping[str, Any]) -> dict[str, Any]:
+    """The keys of ``d`` that are fields of the dataclass ``cls``."""
+    return {f.name: d[f.name] for f in fields(cls) if f.name in d}
+
+
+@dataclass(frozen=True)
+class CorpusInfo:
+    """The corpus a point read: its path and hashes (content, file bytes, labels file)."""
+
+    path: str | None = None
+    sha256: str | None = None
+    file_sha256: str | None = None
+    labels_sha256: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any] | None) -> CorpusInfo:
+        """Inverse of :meth:`to_json` (a key the dict lacks: None)."""
+        return cls(**_known(cls, d or {}))
+
+
+@dataclass(frozen=True)
+class Versions:
+    """What produced a point's figures: skillsynth, the distill prompt, the replay rule, the
+    chat model and the embedder."""
+
+    skillsynth: str | None = None
+    distill_prompt: str | None = None
+    replay_rule: str | None = None
+    chat_model: str | None = None
+    embedder: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any] | None) -> Versions:
+        """Inverse of :meth:`to_json` (a key the dict lacks: None)."""
+        return cls(**_known(cls, d or {}))
+
+
+@dataclass(frozen=True)
+class ModelCalls:
+    """A point's model traffic: the synthesis passes' and the live agent's answers, uncached
+    and from the call cache."""
+
+    synthesis: int = 0
+    synthesis_cache_hits: int = 0
+    agent: int = 0
+    agent_cache_hits: int = 0
+
+    @property
+    def llm_calls(self) -> int:
+        """Uncached answers, synthesis and agent together."""
+        return self.synthesis + self.agent
+
+    @property
+    def cache_hits(self) -> int:
+        """Cached answers, synthesis and agent together."""
+        return self.synthesis_cache_hits + self.agent_cache_hits
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any] | None) -> ModelCalls:
+        """Inverse of :meth:`to_json` (a key the dict lacks: 0)."""
+        return cls(**_known(cls, d or {}))
+
+
+#: JSON keys that are not the attribute's name (``pass`` is a Python keyword).
+_RENAMED = {"pass_report": "pass"}
+
+
+@dataclass(frozen=True)
+class PointSummary:
+    """One finished point (``summary.json``).
+
+    Attributes:
+        config: the point's :class:`~.run.EvalConfig`, JSON-ready.
+        corpus, versions: what it read and what produced it.
+        split: how it drew its probes (the keys depend on the protocol).
+        live: the live probes' world and counts (None: replay only).
+        pass_report: the synthesis pass's report, or a rolling point's sums over its passes
+            (``pass`` in the file; None: a design without synthesis).
+        model_calls: the point's model traffic.
+        procedures: what was checked about each synthesized procedure.
+        floors: #887's off-states, True where each behaved (None: not exercised).
+        controls: the control arm's gold source and checks (None: no control).
+        kpis: name -> KPI.
+        gaia_questions, lumping: the details behind the KPIs of GAIA's open questions and
+            the lumping guard.
+        started_at, wall_s, timings: when it started, its wall seconds, and per stage.
+        record: the run record (:class:`~.record.RunRecord`, JSON-ready).
+        extra: keys this version does not know (written back as they were read).
+    """
+
+    config: Mapping[str, Any]
+    corpus: CorpusInfo
+    versions: Versions
+    split: Mapping[str, Any]
+    live: Mapping[str, Any] | None
+    pass_report: Mapping[str, Any] | None
+    model_calls: ModelCalls
+    procedures: tuple[ProcedureCheck, ...]
+    floors: Mapping[str, bool | None]
+    controls: Mapping[str, Any] | None
+    kpis: Mapping[str, KPI]
+    gaia_questions: Mapping[str, Any] = field(default_factory=dict)
+    lumping: Mapping[str, Any] = field(default_factory=dict)
+    started_at: str | None = None
+    wall_s: float | None = None
+    timings: Mapping[str, float] = field(default_factory=dict)
+    record: Mapping[str, Any] = field(default_factory=dict)
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def pass_status(self) -> str | None:
+        """The pass's status (``ran``, ``llm-unavailable``, ...); None: no synthesis."""
+        return None if self.pass_report is None else self.pass_report.get("status")
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``summary.json`` dict: today's keys in today's order, then ``extra``."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            if f.name == "extra":
+                continue
+            v = getattr(self, f.name)
+            if f.name == "kpis":
+                v = {k: x.as_dict() for k, x in v.items()}
+            elif f.name == "procedures":
+                v = [c.as_dict() for c in v]
+            elif isinstance(v, CorpusInfo | Versions | ModelCalls):
+                v = v.to_json()
+            out[_RENAMED.get(f.name, f.name)] = v
+        return out | dict(self.extra)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> PointSummary:
+        """Inverse of :meth:`to_json`; a key a file written before it lacks takes its
+        default (None, empty, zero)."""
+        keys = {_RENAMED.get(f.name, f.name) for f in fields(cls)}
+        return cls(
+            config=d.get("config") or {},
+            corpus=CorpusInfo.from_json(d.get("corpus")),
+            versions=Versions.from_json(d.get("versions")),
+            split=d.get("split") or {},
+            live=d.get("live"),
+            pass_report=d.get("pass"),
+            model_calls=ModelCalls.from_json(d.get("model_calls")),
+            procedures=tuple(ProcedureCheck.from_dict(c) for c in d.get("procedures") or ()),
+            floors=d.get("floors") or {},
+            controls=d.get("controls"),
+            kpis={k: KPI.from_dict(v, k) for k, v in (d.get("kpis") or {}).items()},
+            gaia_questions=d.get("gaia_questions") or {},
+            lumping=d.get("lumping") or {},
+            started_at=d.get("started_at"),
+            wall_s=d.get("wall_s"),
+            timings=d.get("timings") or {},
+            record=d.get("record") or {},
+            extra={k: v for k, v in d.items() if k not in keys})
+
+    def write(self, path: str | Path) -> None:
+        """Write the file as :func:`~.run.run_point` always has (indented, UTF-8)."""
+        Path(path).write_text(json.dumps(self.to_json(), indent=2, ensure_ascii=False,
+                                         default=str), encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path) -> PointSummary:
+        """Read a ``summary.json``, or the one in the point folder ``path``."""
+        p = Path(path)
+        p = p / SUMMARY if p.is_dir() else p
+        return cls.from_json(json.loads(p.read_text(encoding="utf-8")))
