@@ -295,3 +295,67 @@ def test_without_a_verifier_the_pass_is_gaias_and_writes_no_side_file(tmp_path):
                               Thresholds(similarity_tau=0.8), mode="json")
     assert (r.verify, r.candidates, r.added) == ("none", 0, 2)
     assert not verify_path_for(db).exists()
+
+
+# ------------------------------------------------------------------ a point
+def test_a_point_with_verify_trace_activates_only_what_its_members_realise(tmp_path):
+    import json
+
+    from corpus_kinds import tiny_corpus
+    from fakes import FakeDistiller, FakeFamilyEmbedder
+
+    from skillsynth.evaluation import EvalConfig, run_point
+    from skillsynth.store import MemoryStore
+
+    db = tiny_corpus(tmp_path)
+    th = Thresholds(similarity_tau=0.8)
+    # steps in the runs' order: both candidates (invoice, mail) are realised and activated
+    ok = run_point(EvalConfig(str(db), thresholds=th, n_boot=50, verify="trace"),
+                   FakeDistiller(ordered=True), FakeFamilyEmbedder(), tmp_path / "ok")
+    p = ok.summary["pass"]
+    assert (p["verify"], p["candidates"], p["verified"], p["rejected"]) == ("trace", 2, 2, 0)
+    k = ok.kpis
+    assert (k["verified_share"].value, k["verified_share"].n) == (1.0, 2)
+    assert k["verify_calls_per_verified"].value == 0.0
+    assert k["verify_seconds_per_verified"].value >= 0.0
+    assert k["recall_hit_rate"].value == pytest.approx(2 / 3)
+    # steps sorted by name: neither family's runs call them in that order; nothing activated
+    llm = FakeDistiller()
+    no = run_point(EvalConfig(str(db), thresholds=th, n_boot=50, verify="trace"), llm,
+                   FakeFamilyEmbedder(), tmp_path / "no")
+    p = no.summary["pass"]
+    assert (p["candidates"], p["verified"], p["rejected"], p["added"]) == (2, 0, 2, 0)
+    assert no.kpis["verified_share"].value == 0.0
+    assert no.kpis["verify_calls_per_verified"].value is None
+    assert no.kpis["recall_hit_rate"].value == 0.0 and llm.calls == 2
+    with MemoryStore.open(tmp_path / "no" / "history.db", read_only=True) as s:
+        assert s.procedures() == []
+    with RejectedRecord(tmp_path / "no" / "history.db.verify.sqlite", create=False) as rec:
+        assert len(rec.rejected()) == 2
+    summary = json.loads((tmp_path / "no" / "summary.json").read_text())
+    assert summary["config"]["verify"] == "trace" and "verified_share" in summary["kpis"]
+    # the default is GAIA's: no verification, no verify KPIs
+    plain = run_point(EvalConfig(str(db), thresholds=th, n_boot=50), FakeDistiller(),
+                      FakeFamilyEmbedder(), tmp_path / "plain")
+    assert "verified_share" not in plain.kpis and plain.summary["pass"]["verify"] == "none"
+
+
+def test_verify_options_are_checked():
+    from skillsynth.errors import ConfigError
+    from skillsynth.evaluation.point.options import PointOptions
+
+    assert {"verify", "verify_tasks", "verify_min_success"} <= set(PointOptions.sweepable())
+    for bad in ({"verify": "maybe"}, {"verify_tasks": 0}, {"verify_min_success": 0.0},
+                {"verify_min_success": 1.5}, {"verify": "trace", "strategy": "none"},
+                {"verify": "trace", "strategy": "oracle"}):
+        with pytest.raises(ConfigError) as err:
+            PointOptions(**bad)
+        assert err.value.key in ("verify", "verify_tasks", "verify_min_success")
+    assert PointOptions(verify="trace", strategy="gaia-greedy").verify == "trace"
+    assert PointOptions(verify="trace", strategy="inert").verify == "trace"
+    from skillsynth.store import installed_gaia_version
+
+    if installed_gaia_version() is not None:  # GAIA's own pass has no seam for it yet
+        with pytest.raises(ConfigError, match="GAIA's own pass") as err:
+            PointOptions(verify="trace", strategy="gaia-shipped")
+        assert err.value.key == "verify"

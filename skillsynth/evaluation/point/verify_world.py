@@ -6,11 +6,14 @@ run by :func:`~skillsynth.evaluation.live.agent.run_agent` with that procedure a
 point has one). The world's own score decides a try; :func:`~skillsynth.pipeline.verify.
 threshold_verdict` decides the candidate. The synthesis pass receives it as its verifier
 (:class:`~skillsynth.pipeline.verify.Verifier`), so the pipeline never imports the agent.
+
+:func:`verify_kpis` reads a point's pass reports: the share of candidates verified, and the
+model calls and seconds spent per verified procedure (the cost of the stage, any rule).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -20,13 +23,16 @@ from ...errors import ConfigError, EvaluationError, LLMUnavailable, WorldError
 from ...pipeline.cluster import Cluster
 from ...pipeline.inject import RecallCut
 from ...pipeline.skill import Skill
+from ...pipeline.synthesize import PassReport
 from ...pipeline.verify import Attempt, TraceVerifier, Verdict, Verifier, threshold_verdict
 from ...protocols import ChatModel
 from ..live.agent import run_agent
 from ..live.user_sim import UserSimulator
 from ..live.worlds import World, get_world
+from .metrics import KPI, proportion_kpi
 
-__all__ = ["VerifyConfig", "WorldVerifier", "point_verifier", "task_ids_in_world"]
+__all__ = ["VerifyConfig", "WorldVerifier", "point_verifier", "task_ids_in_world",
+           "verify_kpis"]
 
 
 class VerifyConfig(Protocol):
@@ -135,3 +141,25 @@ def point_verifier(cfg: VerifyConfig, llm: ChatModel, labels: Mapping[str, Sessi
                           f"{world.name}", key="verify")
     return WorldVerifier(llm, world, task_of, config, cfg.verify_tasks, cfg.verify_min_success,
                          cfg.step_limit, cfg.policy, cfg.recall_cut, user)
+
+
+def verify_kpis(reports: Sequence[PassReport]) -> list[KPI]:
+    """``verified_share`` (of candidates), ``verify_calls_per_verified`` and
+    ``verify_seconds_per_verified``; none for a point that does not verify."""
+    ran = [r for r in reports if r.verify != "none"]
+    if not ran:
+        return []
+    verified = sum(r.verified for r in ran)
+    shares = [1.0] * verified + [0.0] * sum(r.rejected for r in ran)
+    note = "" if verified else "no candidate was verified"
+
+    def per(name: str, total: float, what: str) -> KPI:
+        return KPI(name, round(total / verified, 4) if verified else None, None, None,
+                   verified, "procedures", kind="ratio", note=note or what)
+
+    calls = sum(r.verify_calls for r in ran)
+    return [proportion_kpi("verified_share", shares, unit="candidates"),
+            per("verify_calls_per_verified", calls,
+                "uncached model requests of every try over the verified procedures"),
+            per("verify_seconds_per_verified", sum(r.verify_seconds for r in ran),
+                "verification wall seconds over the verified procedures")]
