@@ -359,3 +359,22 @@ def test_verify_options_are_checked():
         with pytest.raises(ConfigError, match="GAIA's own pass") as err:
             PointOptions(verify="trace", strategy="gaia-shipped")
         assert err.value.key == "verify"
+
+
+def test_a_rolling_point_verifies_every_pass_and_sums_the_counts(tmp_path):
+    from corpus_kinds import tiny_corpus
+    from fakes import FakeDistiller, FakeFamilyEmbedder
+
+    from skillsynth.evaluation import EvalConfig, run_point
+
+    db = tiny_corpus(tmp_path, attempts=5)
+    cfg = EvalConfig(str(db), thresholds=Thresholds(similarity_tau=0.8), n_boot=50,
+                     protocol="rolling", cadence=3, verify="trace")
+    llm = FakeDistiller()
+    res = run_point(cfg, llm, FakeFamilyEmbedder(), tmp_path / "roll")
+    p = res.summary["pass"]
+    assert p["verify"] == "trace" and p["passes"] > 1
+    assert p["verified"] == 0 and p["rejected"] == p["candidates"] >= 2
+    # a rejected cluster is distilled again only when its member set changed
+    assert p["llm_calls"] == llm.calls == p["candidates"]
+    assert res.kpis["verified_share"].n == p["candidates"]
