@@ -181,10 +181,12 @@ class FakeDistiller(FakeChatModel):
     """FAKE chat client for json-mode distillation: echoes the cluster's goal and tools.
 
     Like a ChatClient with a call cache, ``cached`` answers only what ``chat`` answered.
+    Its steps name the tools sorted by name; ``ordered``: in the representative run's order.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, ordered: bool = False) -> None:
         self.calls = 0
+        self.ordered = ordered
         self._seen: set[str] = set()
 
     def cached(self, messages, **kw):
@@ -200,6 +202,9 @@ class FakeDistiller(FakeChatModel):
         user = messages[-1]["content"]
         goal = re.search(r"representative run: (.*)", user).group(1).strip()
         tools = re.search(r"Tools available to name: (.*)\.", user).group(1).split(", ")
+        if self.ordered:
+            run = re.search(r"in order:\n((?:\d+\. .*\n?)+)", user).group(1)
+            tools = list(dict.fromkeys(x.split(". ", 1)[1] for x in run.strip().splitlines()))
         words = re.findall(r"[a-z0-9]+", goal.lower())[:4]
         return FakeAnswer(json.dumps({
             "name": "-".join(words) or "procedure",

@@ -4,13 +4,14 @@
 ``partition`` (goal vectors cut into independent groups, at scale) -> ``cluster`` (goals by
 similarity) -> ``distill`` (a cluster into a skill, by the LLM) ->
 ``recall`` (procedures for a goal) -> ``reconcile`` (a new skill against the store) ->
-``synthesize`` (one pass: all of the above with #887's floors) -> ``inject`` (recalled skills
-into the planner prompt) -> ``export`` (a procedure to disk) -> ``outcome`` (use counts). A
-stage imports only stages before it, the store and the models; never evaluation.
+``verify`` (a candidate earns activation first) -> ``synthesize`` (one pass: all of the
+above with #887's floors) -> ``inject`` (recalled skills into the planner prompt) ->
+``export`` (a procedure to disk) -> ``outcome`` (use counts). A stage imports only stages
+before it, the store and the models; never evaluation.
 """
 
 #: The stages in data-flow order (a stage may import only those before it).
-STAGES = ("skill", "detect", "partition", "cluster", "distill", "recall", "reconcile", "synthesize",
-          "inject", "export", "outcome")
+STAGES = ("skill", "detect", "partition", "cluster", "distill", "recall", "reconcile",
+          "verify", "synthesize", "inject", "export", "outcome")
 
 __all__ = ["STAGES"]

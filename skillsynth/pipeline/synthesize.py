@@ -32,8 +32,10 @@ writes marks last, with everything else, so a failed pass leaves the store uncha
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from ..config import Thresholds
@@ -45,6 +47,7 @@ from .detect import SessionSequence, extract_sequences
 from .distill import DistillMode, distill
 from .reconcile import reconcile_and_store
 from .skill import Skill
+from .verify import RejectedRecord, Verdict, Verifier, candidate_key, verify_path_for
 
 __all__ = ["LUMPED_SHARE", "NO_GOAL_DETAIL", "PassReport", "advance_watermark", "synthesize_skills"]
 
@@ -71,6 +74,12 @@ class PassReport:
     clustered (no labels needed): near 1, one procedure would stand for everything.
     ``left_for_later``: qualified clusters this pass did not hand to the distiller (over a
     per-pass cap); a later pass may reach them.
+
+    Verification (``verify`` names the rule; ``none``: every distilled skill is a procedure):
+    of the ``candidates`` (the distilled skills), ``verified`` went on to reconcile and
+    ``rejected`` to the side record; ``rejected_before``: qualified clusters skipped because
+    an earlier pass rejected the same member set; ``verify_calls`` / ``verify_cache_hits`` /
+    ``verify_seconds``: what the tries spent (not in ``llm_calls``).
     """
 
     status: Literal["ran", "memory-disabled", "synthesis-disabled", "llm-unavailable",
@@ -100,6 +109,14 @@ class PassReport:
     marked_distilled: int = 0
     marked_unusable: int = 0
     watermark: str | None = None
+    verify: str = "none"
+    candidates: int = 0
+    verified: int = 0
+    rejected: int = 0
+    rejected_before: int = 0
+    verify_calls: int = 0
+    verify_cache_hits: int = 0
+    verify_seconds: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready (``skillsynth synthesize --json``)."""
@@ -126,6 +143,7 @@ def synthesize_skills(
     force: bool = False,
     memory_disabled: bool = False,
     dry_run: bool = False,
+    verifier: Verifier | None = None,
 ) -> PassReport:
     """Run one synthesis pass over ``store``.
 
@@ -141,6 +159,10 @@ def synthesize_skills(
         memory_disabled: GAIA's memory is off (``GAIA_MEMORY_DISABLED=1``, read by the
             caller at the edge: :func:`~skillsynth.config.gaia_memory_disabled`).
         dry_run: detect, cluster and report what would be distilled; no LLM call, no write.
+        verifier: judges each distilled candidate before it is stored
+            (:mod:`~skillsynth.pipeline.verify`; None: GAIA's behaviour, all are stored). A
+            rejected one is kept in the side record beside the store, and a later pass skips
+            its cluster until the member set changes (``force`` tries it again).
     """
     if memory_disabled:
         log.info("memory disabled (GAIA_MEMORY_DISABLED=1): synthesis does nothing")
@@ -149,6 +171,63 @@ def synthesize_skills(
         log.warning("skill synthesis disabled in config: pass skipped; stored procedures "
                     "stay recallable")
         return PassReport("synthesis-disabled", message="skill_synthesis.enabled is false")
+    p = _plan(store, embedder, config, method, rate, outcomes, force, verifier)
+    base, todo = p.base, p.todo
+    if dry_run:
+        return PassReport("dry-run", **base, skipped=tuple(p.over),
+                          would_distill=tuple(tuple(c.session_ids) for c in todo))
+    calls_before, hits_before = llm.calls, llm.cache_hits
+    try:
+        if todo:
+            llm.ensure_ready()  # probe before writing anything
+        # 1. every model call first, holding no lock: GAIA, an import or a second pass can
+        #    write to the database meanwhile; a model failure here leaves it untouched
+        d = _distill_all(todo, llm, config, mode)
+        base |= {"llm_calls": llm.calls - calls_before,
+                 "cache_hits": llm.cache_hits - hits_before}
+        # 1b. verification (issue 25), still before any write: its tries may call models too
+        v = _verify_all(d.kept, verifier)
+        # 2. the skills' vectors, still before any write (an embedder failure raises here)
+        vecs = list(embedder.embed([sk.description for _, _, sk in v.kept], kind="document")
+                    if v.kept else [])
+        # 3. each reconciled procedure in its own short transaction, in cluster order (so
+        #    each sees the ones before it, as one long transaction did)
+        counts = _store_all(v.kept, vecs, store, embedder, config)
+    except LLMError as exc:
+        log.error("LLM unavailable: synthesis pass skipped, store unchanged: %s", exc)
+        base.setdefault("llm_calls", llm.calls - calls_before)
+        base.setdefault("cache_hits", llm.cache_hits - hits_before)
+        return PassReport("llm-unavailable", **base, message=str(exc))
+    v.write(verify_path_for(store.path))
+    marks = _consume(store, p.window, p.marked, p.goalless, d.unusable,
+                     [c for _, c, _ in v.kept]) if p.progress else \
+        _Consumed((), 0, 0, base["watermark"])
+    return PassReport("ran", **base | {"watermark": marks.watermark}, **counts,
+                      distilled=len(d.kept), ungrounded=d.ungrounded, repaired=d.repaired,
+                      skipped=tuple(p.over + d.skipped + v.skipped), handed=marks.handed,
+                      marked_distilled=marks.distilled, marked_unusable=marks.unusable,
+                      **v.counts())
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What a pass will do, before any model call: its window, marks and clusters to distil,
+    and the report's counts so far."""
+
+    progress: bool
+    window: list[SessionSequence]
+    marked: Mapping[str, Any]
+    goalless: list[str]
+    todo: list[Cluster]
+    base: dict[str, Any]
+    over: list[tuple[str, str]]
+
+
+def _plan(store: MemoryStore, embedder: Embeds, config: Thresholds, method: Method,
+          rate: RateDefinition, outcomes: Mapping[str, bool] | None, force: bool,
+          verifier: Verifier | None) -> _Plan:
+    """Detect and cluster the window; the clusters to distil (within the cap, without those
+    an earlier pass rejected for the same member set)."""
     progress = store.has_synthesis_progress()
     since = None if force or not progress else store.synthesis_watermark()
     detected = extract_sequences(store, config, newer_than=since, outcomes=outcomes,
@@ -159,9 +238,12 @@ def synthesize_skills(
     clusters = cluster_by_goal([q for q in detected.qualified if q.session_id not in marked],
                                embedder, config, method, rate=rate)
     qualified = [c for c in clusters if c.qualified]
+    known = set() if verifier is None or force else _rejected_before(store)
+    fresh = [c for c in qualified if verifier is None
+             or candidate_key(verifier.rule, c) not in known]
     cap = config.max_clusters_per_pass if config.max_distill_calls_per_pass is None else \
         min(config.max_clusters_per_pass, config.max_distill_calls_per_pass)
-    todo = qualified[:cap]
+    todo = fresh[:cap]
     base: dict[str, Any] = {
         "sessions": detected.sessions_read - len(marked),
         "sessions_without_goal": len(detected.without_goal),
@@ -169,84 +251,147 @@ def synthesize_skills(
         "failed_shares": tuple(round(c.failed_share, 4) for c in qualified),
         "largest_cluster_share": round(max(c.size for c in qualified)
                                        / sum(c.size for c in clusters), 4) if qualified else None,
-        "left_for_later": len(qualified) - len(todo), "already_consumed": len(marked),
-        "watermark": since}
+        "left_for_later": len(fresh) - len(todo), "already_consumed": len(marked),
+        "watermark": since, "rejected_before": len(qualified) - len(fresh)}
     limit = "max_clusters_per_pass" if cap == config.max_clusters_per_pass else \
         "max_distill_calls_per_pass"
-    over = [("cluster", (f"{len(qualified) - len(todo)} qualified cluster(s) over "
-             f"{limit} {cap}"))] if len(qualified) > len(todo) else []
-    if dry_run:
-        return PassReport("dry-run", **base, skipped=tuple(over),
-                          would_distill=tuple(tuple(c.session_ids) for c in todo))
-    calls_before, hits_before = llm.calls, llm.cache_hits
-    try:
-        if todo:
-            llm.ensure_ready()  # probe before writing anything
-        skipped = list(over)
-        added = updated = noop = distilled = ungrounded = repaired = renamed = 0
-        ids: list[str] = []
-        # 1. every model call first, holding no lock: GAIA, an import or a second pass can
-        #    write to the database meanwhile; a model failure here leaves it untouched
-        kept: list[tuple[str, Cluster, Skill]] = []
-        # every cluster whose answer came back is consumed, whatever the answer (a model
-        # failure ends the pass, consuming nothing)
-        unusable: list[tuple[Cluster, str]] = []
-        for c in todo:
-            label = ",".join(c.session_ids[:3]) + ("…" if c.size > 3 else "")
-            try:
-                d = distill(c, llm, config, mode)
-            except UngroundedSkill as exc:
-                log.warning("cluster [%s]: ungrounded skill rejected: %s", label, exc)
-                skipped.append((label, f"ungrounded: {exc}"))
-                unusable.append((c, f"ungrounded: {exc}"))
-                ungrounded += 1
-                continue
-            except MalformedSkill as exc:
-                log.warning("cluster [%s]: malformed model output skipped: %s", label, exc)
-                skipped.append((label, f"malformed: {exc}"))
-                unusable.append((c, f"malformed: {exc}"))
-                continue
-            if d.skill is None:
-                log.info("cluster [%s]: the model answered SKIP", label)
-                skipped.append((label, "model answered SKIP"))
-                unusable.append((c, "the distiller answered SKIP"))
-                continue
-            distilled += 1
-            repaired += bool(d.repairs)
-            kept.append((label, c, d.skill))
-        # 2. the skills' vectors, still before any write (an embedder failure raises here)
-        vecs = list(embedder.embed([sk.description for _, _, sk in kept], kind="document")
-                    if kept else [])
-        # 3. each reconciled procedure in its own short transaction, in cluster order (so
-        #    each sees the ones before it, as one long transaction did)
-        for (label, c, skill), vec in zip(kept, vecs, strict=True):
-            r = reconcile_and_store(skill, c, store, embedder, config, vector=vec)
-            if r.renamed_from:
-                log.info("cluster [%s]: name %s taken by an active procedure: stored as "
-                         "its next free variant", label, r.renamed_from)
-                renamed += 1
-            if r.action == "ADD":
-                added += 1
-            elif r.action == "UPDATE":
-                updated += 1
-            else:
-                noop += 1
-            if r.procedure_id:
-                ids.append(r.procedure_id)
-    except LLMError as exc:
-        log.error("LLM unavailable: synthesis pass skipped, store unchanged: %s", exc)
-        return PassReport("llm-unavailable", **base, message=str(exc),
-                          llm_calls=llm.calls - calls_before,
-                          cache_hits=llm.cache_hits - hits_before)
-    marks = _consume(store, window, marked, goalless, unusable,
-                     [c for _, c, _ in kept]) if progress else _Consumed((), 0, 0, since)
-    return PassReport("ran", **base | {"watermark": marks.watermark}, distilled=distilled,
-                      added=added, updated=updated, noop=noop, ungrounded=ungrounded,
-                      repaired=repaired, duplicate_names=renamed, skipped=tuple(skipped),
-                      llm_calls=llm.calls - calls_before,
-                      cache_hits=llm.cache_hits - hits_before,
-                      procedure_ids=tuple(ids), handed=marks.handed,
-                      marked_distilled=marks.distilled, marked_unusable=marks.unusable)
+    over = [("cluster", (f"{len(fresh) - len(todo)} qualified cluster(s) over "
+             f"{limit} {cap}"))] if len(fresh) > len(todo) else []
+    return _Plan(progress, window, marked, goalless, todo, base, over)
+
+
+@dataclass(frozen=True)
+class _Distilled:
+    """What distilling a pass's clusters gave: skills kept, and clusters consumed without one
+    (SKIP, malformed, ungrounded: every cluster whose answer came back is consumed)."""
+
+    kept: list[tuple[str, Cluster, Skill]]
+    unusable: list[tuple[Cluster, str]]
+    skipped: list[tuple[str, str]]
+    ungrounded: int
+    repaired: int
+
+
+def _distill_all(todo: Sequence[Cluster], llm: ChatModel, config: Thresholds,
+                 mode: DistillMode) -> _Distilled:
+    """Distil each cluster (a model failure raises and ends the pass, consuming nothing)."""
+    kept: list[tuple[str, Cluster, Skill]] = []
+    unusable: list[tuple[Cluster, str]] = []
+    skipped: list[tuple[str, str]] = []
+    ungrounded = repaired = 0
+    for c in todo:
+        label = _label(c)
+        try:
+            d = distill(c, llm, config, mode)
+        except UngroundedSkill as exc:
+            log.warning("cluster [%s]: ungrounded skill rejected: %s", label, exc)
+            skipped.append((label, f"ungrounded: {exc}"))
+            unusable.append((c, f"ungrounded: {exc}"))
+            ungrounded += 1
+            continue
+        except MalformedSkill as exc:
+            log.warning("cluster [%s]: malformed model output skipped: %s", label, exc)
+            skipped.append((label, f"malformed: {exc}"))
+            unusable.append((c, f"malformed: {exc}"))
+            continue
+        if d.skill is None:
+            log.info("cluster [%s]: the model answered SKIP", label)
+            skipped.append((label, "model answered SKIP"))
+            unusable.append((c, "the distiller answered SKIP"))
+            continue
+        repaired += bool(d.repairs)
+        kept.append((label, c, d.skill))
+    return _Distilled(kept, unusable, skipped, ungrounded, repaired)
+
+
+def _label(c: Cluster) -> str:
+    return ",".join(c.session_ids[:3]) + ("…" if c.size > 3 else "")
+
+
+@dataclass(frozen=True)
+class _Verified:
+    """What verification decided: the candidates kept, and the rejected ones to record.
+
+    Rejected clusters are neither stored nor marked consumed: their members stay in later
+    windows, and a cluster with a changed member set is verified again.
+    """
+
+    rule: str
+    kept: list[tuple[str, Cluster, Skill]]
+    rejected: list[tuple[str, Cluster, Skill, Verdict]] = field(default_factory=list)
+    calls: int = 0
+    cache_hits: int = 0
+    seconds: float = 0.0
+
+    @property
+    def skipped(self) -> list[tuple[str, str]]:
+        return [(label, f"verification ({v.rule}) rejected it: {v.reason}")
+                for label, _, _, v in self.rejected]
+
+    def counts(self) -> dict[str, Any]:
+        if self.rule == "none":
+            return {}
+        return {"verify": self.rule, "candidates": len(self.kept) + len(self.rejected),
+                "verified": len(self.kept), "rejected": len(self.rejected),
+                "verify_calls": self.calls, "verify_cache_hits": self.cache_hits,
+                "verify_seconds": round(self.seconds, 4)}
+
+    def write(self, path: Path) -> None:
+        """Remember this pass's rejections in the side record at ``path``, forget the keys it
+        verified (the file is created only to hold a rejection)."""
+        if self.rule == "none" or not (self.rejected or path.exists()):
+            return
+        with RejectedRecord(path) as record:
+            for _, c, skill, v in self.rejected:
+                record.put(candidate_key(self.rule, c), skill, c, v)
+            for _, c, _ in self.kept:
+                record.forget(candidate_key(self.rule, c))
+
+
+def _rejected_before(store: MemoryStore) -> set[str]:
+    """The keys of candidates an earlier pass rejected (none without a side record)."""
+    with RejectedRecord(verify_path_for(store.path), create=False) as record:
+        return record.keys()
+
+
+def _verify_all(kept: list[tuple[str, Cluster, Skill]], verifier: Verifier | None
+                ) -> _Verified:
+    """Judge each candidate (every one passes without a verifier: GAIA's behaviour)."""
+    if verifier is None:
+        return _Verified("none", kept)
+    t0 = time.perf_counter()
+    ok: list[tuple[str, Cluster, Skill]] = []
+    rejected: list[tuple[str, Cluster, Skill, Verdict]] = []
+    calls = hits = 0
+    for label, c, skill in kept:
+        v = verifier(skill, c)
+        calls, hits = calls + v.model_calls, hits + v.cache_hits
+        if v.verified:
+            ok.append((label, c, skill))
+        else:
+            log.info("cluster [%s]: verification (%s) rejected %s: %s", label, v.rule,
+                     skill.name, v.reason)
+            rejected.append((label, c, skill, v))
+    return _Verified(verifier.rule, ok, rejected, calls, hits, time.perf_counter() - t0)
+
+
+def _store_all(kept: Sequence[tuple[str, Cluster, Skill]], vecs: Sequence[Any],
+               store: MemoryStore, embedder: Embeds, config: Thresholds) -> dict[str, Any]:
+    """Reconcile and store each kept skill; the report's write counts."""
+    n = {"ADD": 0, "UPDATE": 0, "NOOP": 0}
+    renamed = 0
+    ids: list[str] = []
+    for (label, c, skill), vec in zip(kept, vecs, strict=True):
+        r = reconcile_and_store(skill, c, store, embedder, config, vector=vec)
+        if r.renamed_from:
+            log.info("cluster [%s]: name %s taken by an active procedure: stored as "
+                     "its next free variant", label, r.renamed_from)
+            renamed += 1
+        n[r.action if r.action in n else "NOOP"] += 1
+        if r.procedure_id:
+            ids.append(r.procedure_id)
+    return {"added": n["ADD"], "updated": n["UPDATE"], "noop": n["NOOP"],
+            "duplicate_names": renamed, "procedure_ids": tuple(ids)}
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from ...pipeline.cluster import RateDefinition
 from ...pipeline.distill import DistillMode
 from ...pipeline.inject import RECALL_CUTS, RecallCut
 from ...pipeline.recall import RECALL_KEYS, RecallKey
+from ...pipeline.verify import VERIFY_RULES, VerifyRule
 from ..strategies import STRATEGIES, get_strategy
 from .metrics import N_BOOT
 from .rolling import CADENCE_UNITS, CadenceUnit
@@ -92,6 +93,15 @@ class PointOptions:
     temperature: float = _opt(0.7, "sampling temperature of repeated live runs (a single "
                               "run is greedy)")
     policy: bool = _opt(True, "give the live agent the world's policy text")
+    verify: VerifyRule = _opt("none", "verify each distilled candidate before activating it: "
+                              "none (GAIA: activate all), world (try it live on its member "
+                              "tasks in `world`) or trace (its steps realised in a held-out "
+                              "member's recorded calls; weaker)", choices=VERIFY_RULES,
+                              sweep=True)
+    verify_tasks: int = _opt(3, "verify world: most member tasks a candidate is tried on",
+                             sweep=True)
+    verify_min_success: float = _opt(0.5, "verify world: the share of tries that must "
+                                     "succeed, in (0, 1]", sweep=True)
     tasks: tuple[str, ...] | None = _opt(None, "only probes of these task ids run live "
                                          "(None: every probe)")
 
@@ -105,10 +115,18 @@ class PointOptions:
         strategy = get_strategy(self.strategy)  # before any work
         strategy.check_recall_key(self.recall_key)
         strategy.check_rate(self.rate)
-        for name, least in (("k", 1), ("step_limit", 1), ("repeats", 1), ("n_boot", 1)):
+        for name, least in (("k", 1), ("step_limit", 1), ("repeats", 1), ("n_boot", 1),
+                            ("verify_tasks", 1)):
             if getattr(self, name) < least:
                 raise ConfigError(f"{name} must be >= {least}, got {getattr(self, name)}",
                                   key=name)
+        if not 0 < self.verify_min_success <= 1:
+            raise ConfigError(f"verify_min_success must be in (0, 1], got "
+                              f"{self.verify_min_success}", key="verify_min_success")
+        if self.verify != "none" and strategy.method is None:
+            raise ConfigError(f"strategy {self.strategy} distils nothing, so there is "
+                              "nothing to verify; use verify: none", key="verify")
+        strategy.check_verify(self.verify)
         if self.cadence < 1:
             raise ConfigError(f"cadence must be >= 1 {self.cadence_unit}, got {self.cadence}",
                               key="cadence")

@@ -37,6 +37,7 @@ from ...pipeline.distill import DistillMode
 from ...pipeline.inject import RecallCut
 from ...pipeline.recall import RecallKey
 from ...pipeline.synthesize import PassReport
+from ...pipeline.verify import Verifier
 from ...protocols import ChatModel
 from ...store import MemoryStore
 from ..strategies import Strategy
@@ -160,13 +161,14 @@ def run_rolling(corpus: MemoryStore, store: MemoryStore, *, strategy: Strategy,
                 labels: Mapping[str, SessionLabel], k: int, mode: DistillMode,
                 recall_key: RecallKey, rate: RateDefinition, cadence: int,
                 cadence_unit: CadenceUnit, progress: bool = False,
-                gold: GoldSource | None = None, recall_cut: RecallCut = "raw") -> Rolling:
+                gold: GoldSource | None = None, recall_cut: RecallCut = "raw",
+                verifier: Verifier | None = None) -> Rolling:
     """Replay ``corpus`` into the empty ``store`` (see the module docstring).
 
     ``split`` supplies the families (scoring only). ``labels`` give order, task ids and,
     with ``rate: session``, the outcomes the pass qualifies clusters by. ``gold``: the
     point's gold source, handed to the control arms' recall. ``recall_cut``: how the
-    injected block cuts long bodies.
+    injected block cuts long bodies. ``verifier``: each pass's (the ``verify`` option).
 
     Raises:
         EvaluationError: a cadence below 1, a cadence in days over a corpus without real
@@ -195,7 +197,7 @@ def run_rolling(corpus: MemoryStore, store: MemoryStore, *, strategy: Strategy,
         if due and strategy.method is not None:
             last_pos, last_day = pos, day
             rep, record = _synthesis_pass(store, strategy, llm, embedder, th, mode, rate,
-                                          outcomes, index=len(passes), at=pos)
+                                          outcomes, verifier, index=len(passes), at=pos)
             reports.append(rep)
             passes.append(record)
             view = store_view(store, strategy, embedder, th, recall_key, split, gold)
@@ -247,12 +249,12 @@ def _replay(corpus: MemoryStore, labels: Mapping[str, SessionLabel], cadence: in
 
 def _synthesis_pass(store: MemoryStore, strategy: Strategy, llm: ChatModel, embedder: Embeds,
                     th: Thresholds, mode: DistillMode, rate: RateDefinition,
-                    outcomes: Mapping[str, bool], *, index: int, at: int
+                    outcomes: Mapping[str, bool], verifier: Verifier | None, *, index: int, at: int
                     ) -> tuple[PassReport, PassRecord]:
     """One due pass of the strategy over the store, timed, and its record."""
     t0 = time.perf_counter()
     rep = strategy.synthesize(store, llm, embedder, th, mode=mode, rate=rate,
-                              outcomes=outcomes)
+                              outcomes=outcomes, verifier=verifier)
     took = time.perf_counter() - t0
     assert rep is not None  # a strategy with a method synthesizes
     return rep, PassRecord(

@@ -41,6 +41,7 @@ from ...pipeline.distill import DistillMode
 from ...pipeline.export import export_skill
 from ...pipeline.skill import PROFILES
 from ...pipeline.synthesize import PassReport
+from ...pipeline.verify import Verifier
 from ...protocols import ChatModel
 from ...store import MemoryStore
 from ..live.agent import AGENT_PROMPT_VERSION
@@ -66,12 +67,13 @@ from .rolling import run_rolling
 from .scoring import FloorWitness, QueryMemo, probe_rows, progress_bar, store_view
 from .split import Split, build_history, load_split, procedure_families
 from .summary import SUMMARY, CorpusInfo, ModelCalls, PointSummary, Versions
+from .verify_world import point_verifier, verify_kpis
 
 __all__ = ["PROTOCOLS", "SUMMARY", "EvalConfig", "HistorySource", "PointResult", "Protocol",
            "check_floors", "run_point"]
 
-_OWN = ("history.db", "history.db-wal", "history.db-shm", "results.jsonl", "runs.jsonl", "skills",
-        SUMMARY + ".tmp")
+_OWN = ("history.db", "history.db-wal", "history.db-shm", "history.db.verify.sqlite",
+        "results.jsonl", "runs.jsonl", "skills", SUMMARY + ".tmp")
 
 
 @dataclass(frozen=True)
@@ -265,6 +267,7 @@ def run_point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out_dir: str | 
         # gold actions: scoring's (graded live KPIs), and the control arms' declared exception
         gold = gold_source(cfg, labels, split, out / "skills" / "controls")
         check_gold(getattr(strategy, "control", None), gold, split)
+        verifier = point_verifier(cfg, llm, labels, th, user)
     history_db = out / "history.db"
     queries = QueryMemo(embedder)  # recall and the score diagnostic share each query
     if cfg.protocol == "rolling":
@@ -275,7 +278,7 @@ def run_point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out_dir: str | 
                 corpus, store, strategy=strategy, llm=llm, embedder=queries, th=th,
                 split=split, labels=labels, k=cfg.k, mode=cfg.mode, recall_key=cfg.recall_key,
                 rate=cfg.rate, cadence=cfg.cadence, cadence_unit=cfg.cadence_unit,
-                progress=progress, gold=gold, recall_cut=cfg.recall_cut)
+                progress=progress, gold=gold, recall_cut=cfg.recall_cut, verifier=verifier)
             written = set(store.session_ids())
             checks = _check_procedures(store, split, out, written)
             floors = check_floors(store, strategy, llm, embedder, th, cfg.mode,
@@ -291,7 +294,7 @@ def run_point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out_dir: str | 
         first_counts = {}
         rows, reports, witness, checks, floors, split_info, live_info = _strict(
             cfg, strategy, llm, embedder, queries, split, labels, history_db, out, progress,
-            user, timings, gold, first_counts)
+            user, timings, gold, first_counts, verifier)
         starts = None  # the one start's active procedures are read below
     floors["recall-threshold-and-state"] = witness.recall_ok if any(
         r.recalled_ids for r in rows) else None
@@ -310,6 +313,7 @@ def run_point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out_dir: str | 
         extra, inert = control_kpis(control, rows, kpis, runs, gold, seed=cfg.seed,
                                     n_boot=cfg.n_boot)
         kpis.update(extra)
+        kpis |= {k.name: k for k in verify_kpis(reports)}
         with MemoryStore.open(history_db, read_only=True) as store:
             procs = store.procedures()
         if starts is None:
@@ -362,7 +366,7 @@ def _strict(cfg: EvalConfig, strategy: Strategy, llm: ChatModel, embedder: Embed
             queries: QueryMemo, split: Split, labels: Mapping[str, SessionLabel],
             history_db: Path, out: Path, progress: bool, user: ChatModel | None,
             timings: dict[str, float], gold: GoldSource,
-            first_counts: dict[str, tuple[int, int]]
+            first_counts: dict[str, tuple[int, int]], verifier: Verifier | None
             ) -> tuple[list[ProbeResult], list[PassReport], FloorWitness, list[ProcedureCheck],
                        dict[str, bool | None], dict[str, Any], dict[str, Any] | None]:
     """One pass over attempts 1..k of every family, then attempt k+1 of each recalled for;
@@ -381,7 +385,7 @@ def _strict(cfg: EvalConfig, strategy: Strategy, llm: ChatModel, embedder: Embed
         check_store_embedder(store, embedder)
         with _stage(timings, "clustering"):  # with distillation (cache hits when warm)
             report = strategy.synthesize(store, llm, embedder, th, mode=cfg.mode,
-                                         rate=cfg.rate, outcomes=outcomes)
+                                         rate=cfg.rate, outcomes=outcomes, verifier=verifier)
         t_recall = time.perf_counter()
         view = store_view(store, strategy, queries, th, cfg.recall_key, split, gold)
         first_counts.update({p.id: (p.success_count, p.attempt_count)
@@ -457,8 +461,11 @@ def _combined(reports: Sequence[PassReport]) -> dict[str, Any] | None:
     out: dict[str, Any] = {"status": next((r.status for r in reports if r.status != "ran"),
                                           "ran"), "passes": len(reports)}
     for name in ("sessions", "clusters", "qualified", "distilled", "added", "updated", "noop",
-                 "ungrounded", "repaired", "duplicate_names", "llm_calls", "cache_hits"):
+                 "ungrounded", "repaired", "duplicate_names", "llm_calls", "cache_hits",
+                 "candidates", "verified", "rejected", "rejected_before", "verify_calls",
+                 "verify_cache_hits", "verify_seconds"):
         out[name] = sum(getattr(r, name) for r in reports)
+    out["verify"] = reports[0].verify
     out["left_for_later"] = reports[-1].left_for_later  # after the last pass (not a sum)
     out["skipped"] = [list(x) for r in reports for x in r.skipped]
     out["failed_shares"] = [x for r in reports for x in r.failed_shares]

@@ -51,6 +51,7 @@ from ...pipeline.cluster import Method, RateDefinition
 from ...pipeline.distill import PROMPT_VERSION, DistillMode
 from ...pipeline.recall import RECALL_KEYS, Recall, RecallKey, recall, recall_index
 from ...pipeline.synthesize import PassReport, synthesize_skills
+from ...pipeline.verify import Verifier
 from ...protocols import ChatModel
 from ...store import MemoryStore, Procedure
 from .gaia_shipped import (
@@ -137,10 +138,11 @@ class Strategy:
     def synthesize(self, store: MemoryStore, llm: ChatModel, embedder: Embeds, config: Thresholds,
                    *, mode: DistillMode = "json", memory_disabled: bool = False,
                    rate: RateDefinition = "calls", outcomes: Mapping[str, bool] | None = None,
-                   force: bool = False) -> PassReport | None:
+                   force: bool = False, verifier: Verifier | None = None
+                   ) -> PassReport | None:
         """One synthesis pass over ``store`` (None when the design has no synthesis).
 
-        ``rate``, ``outcomes`` and ``force`` go to
+        ``rate``, ``outcomes``, ``force`` and ``verifier`` go to
         :func:`~skillsynth.pipeline.synthesize.synthesize_skills`; the pass keeps GAIA's
         synthesis marks and watermark in ``store``, so a later pass skips what it consumed.
         """
@@ -148,7 +150,8 @@ class Strategy:
             return None
         return synthesize_skills(store, llm, embedder, self.synthesis_config(config),
                                  method=self.method, mode=mode, rate=rate, outcomes=outcomes,
-                                 force=force, memory_disabled=memory_disabled)
+                                 force=force, memory_disabled=memory_disabled,
+                                 verifier=verifier)
 
     def distill_cap(self, config: Thresholds) -> int | None:
         """The most distillations one pass spends under this design (None: no synthesis):
@@ -168,6 +171,10 @@ class Strategy:
 
     def check_rate(self, rate: str) -> None:
         """Raise ConfigError unless this design's synthesis can qualify clusters by ``rate``."""
+
+    def check_verify(self, rule: str) -> None:
+        """Raise ConfigError unless this design's pass can verify its candidates by ``rule``
+        (skillsynth's pass can; see :mod:`skillsynth.pipeline.verify`)."""
 
     def check_recall_key(self, key: str) -> None:
         """Raise ConfigError unless this design can recall by ``key``.
@@ -227,12 +234,22 @@ class GaiaShipped(Strategy):
                               f"clusters by the per-call success rate; rate {rate!r} needs "
                               "skillsynth's pass (gaia-greedy)", key="rate")
 
+    def check_verify(self, rule: str) -> None:
+        """GAIA's own pass writes each procedure as it distils it: no seam between the two
+        yet, so only ``none`` (its behaviour)."""
+        if rule != "none":
+            raise ConfigError(f"strategy {self.name} runs GAIA's own pass, which activates "
+                              "each procedure as it distils it; verify needs skillsynth's "
+                              "pass (gaia-greedy, GAIA's clustering in skillsynth's pass)",
+                              key="verify")
+
     def synthesize(self, store: MemoryStore, llm: ChatModel, embedder: Embeds, config: Thresholds,
                    *, mode: DistillMode = "json", memory_disabled: bool = False,
                    rate: RateDefinition = "calls", outcomes: Mapping[str, bool] | None = None,
-                   force: bool = False) -> PassReport | None:
+                   force: bool = False, verifier: Verifier | None = None) -> PassReport | None:
         """One pass of GAIA's ``_synthesize_skills(force=force)`` over ``store``."""
         self.check_rate(rate)
+        self.check_verify("none" if verifier is None else verifier.rule)
         return gaia_shipped_pass(store, llm, embedder, self.synthesis_config(config),
                                  memory_disabled=memory_disabled, outcomes=outcomes,
                                  force=force)
