@@ -38,7 +38,7 @@ def test_each_notebook_matches_its_jupytext_source(name):
                 for c in nb.cells]
 
     assert cells(shipped) == cells(source), \
-        f"{ipynb.name} and {name}.py differ: run `jupytext --sync skillsynth/notebooks/*.py`"
+        f"{ipynb.name} and {name}.py differ: run `jupytext --sync notebooks/*.py`"
     assert sum(p for _, _, p in cells(shipped)) == 1  # exactly one papermill parameters cell
 
 

@@ -1,7 +1,7 @@
 """Reports over a sweep run: tables, PNG plots and the HTML report.
 
 Everything here reads the run folder :func:`~skillsynth.evaluation.sweeps.run.run_sweep` wrote;
-nothing calls a model. The report notebook (``skillsynth/notebooks/report.ipynb``) is a
+nothing calls a model. The report notebook (``notebooks/report.ipynb``) is a
 sequence of calls to these functions; :func:`render_report` executes it and writes HTML.
 The gate and baselines are :mod:`.gate` (re-exported here).
 """

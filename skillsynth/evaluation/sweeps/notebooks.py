@@ -1,5 +1,8 @@
 """Executing the shipped notebooks: where they are, and one papermill call for all of them.
 
+The notebooks live at the repository's top level (``notebooks/``) and a wheel installs them
+as ``skillsynth/notebooks/`` (``pyproject.toml`` maps the one onto the other).
+
 Sweep points, the report and the tests run notebooks the same way: a fresh ``python3``
 kernel over IPC sockets (no TCP ports to race the model servers' ports for, and no
 per-kernel "running over TCP without encryption" warning), and a per-cell time limit so a
@@ -22,7 +25,7 @@ from jupyter_client.manager import AsyncKernelManager
 
 from ...errors import EvaluationError
 
-__all__ = ["IPCKernelManager", "execute_notebook", "find_notebook"]
+__all__ = ["IPCKernelManager", "execute_notebook", "find_notebook", "notebooks_folder"]
 
 
 class IPCKernelManager(AsyncKernelManager):
@@ -40,22 +43,46 @@ class IPCKernelManager(AsyncKernelManager):
         super().__init__(**kwargs)
 
 
-def find_notebook(name: str) -> Path:
-    """A notebook shipped with the package (``skillsynth/notebooks/``, package data).
+def notebooks_folder(package: str | Path | None = None) -> Path:
+    """The folder of skillsynth's notebooks: a source checkout's or the installed package's.
 
-    Found through :mod:`importlib.resources`, so a checkout, an editable install and an
-    installed wheel all run the same file.
+    A checkout (an editable install, or the package on ``PYTHONPATH``) keeps them at its top
+    level, ``notebooks/`` beside ``pyproject.toml``, where JupyterLab opens them; a wheel
+    carries the same files as package data, ``skillsynth/notebooks/``. Where ``skillsynth``
+    was imported from decides which one, so a stray copy in the other place is never run.
+
+    Args:
+        package: the ``skillsynth`` package folder to look from (default: the imported one).
+
+    Raises:
+        EvaluationError: the chosen folder is missing (the message names both places).
+    """
+    package = Path(str(resources.files("skillsynth")) if package is None else package)
+    checkout = package.parent / "notebooks"
+    installed = package / "notebooks"
+    folder = checkout if (package.parent / "pyproject.toml").is_file() else installed
+    if not folder.is_dir():
+        raise EvaluationError(f"skillsynth's notebooks are in neither place: {checkout} (a "
+                              f"source checkout) nor {installed} (an installed wheel); "
+                              "restore notebooks/ in the checkout or reinstall skillsynth")
+    return folder
+
+
+def find_notebook(name: str) -> Path:
+    """A notebook shipped with skillsynth, from :func:`notebooks_folder`.
+
+    A checkout, an editable install and an installed wheel run the same file.
 
     Raises:
         EvaluationError: there is no such notebook (the message lists the shipped ones).
     """
-    folder = resources.files("skillsynth").joinpath("notebooks")
-    ref = folder.joinpath(name)
-    if not ref.is_file():
+    folder = notebooks_folder()
+    path = folder / name
+    if not path.is_file():
         shipped = sorted(x.name for x in folder.iterdir() if x.name.endswith(".ipynb"))
-        raise EvaluationError(f"no notebook {name!r} ships with skillsynth; shipped: "
-                              f"{', '.join(shipped)}")
-    return Path(str(ref))
+        raise EvaluationError(f"no notebook {name!r} ships with skillsynth ({folder}); "
+                              f"shipped: {', '.join(shipped)}")
+    return path
 
 
 def execute_notebook(notebook: str | Path, out: str | Path, parameters: Mapping[str, Any], *,

@@ -3,7 +3,7 @@
 A sweep spec (YAML, ``eval/sweeps/NAME.yaml``) names a corpus, a backend and a grid; every
 combination is one point. :func:`run_sweep` builds the corpus once, starts the embedded
 models once (their URLs go to every point), executes the packaged notebook
-``skillsynth/notebooks/sweep_point.ipynb`` per point in parallel workers and writes
+``notebooks/sweep_point.ipynb`` per point in parallel workers and writes
 ``<results>/<name>/``:
 
 * ``spec.yaml``: the spec the run was started with (a resumed run must use the same one);
