@@ -51,7 +51,10 @@ def pipeline_measurement(raw: dict[str, Any], command: str, *, name: str = "pipe
             "index": (f"cells ({cells['scanned_mean']:.1f} of {cells['nlist']} scanned)"
                       if cells else "flat scan"),
             f"recall@{raw['top_k']} vs flat": round(r["recall_at_k_vs_flat"], 4)}
-    return measure(name, "The pipeline's hot paths: detect, cluster, recall", command, figs,
+    sizes = ", ".join(f"{row['sessions']:,}" for row in raw["detect_cluster"])
+    counts = ", ".join(f"{r['procedures']:,}" for r in raw["recall"])
+    title = f"The pipeline's hot paths: {sizes} sessions; {counts} procedures"
+    return measure(name, title, command, figs,
                    note=f"Synthetic stores, {raw['dim']}-d pre-made vectors in "
                    f"{raw['families']} families, tau {raw['tau']}, top_k {raw['top_k']}; "
                    "each size in its own process; peak = that process's peak resident "
