@@ -22,6 +22,7 @@ through untranslated (it is chained with ``raise ... from exc``)::
     │   └── MalformedResponse    the server answered something we cannot parse
     ├── EmbedderError            embeddings could not be produced or would be mixed
     ├── PrepareError             a step of ``skillsynth models prepare`` failed (names it)
+    ├── FigureError              a measurement record is malformed (names the figure)
     └── EvaluationError          an evaluation cannot run as asked (no probe, a finished point)
         ├── WorldError           a tool world is unknown, not installed, or has no such task
         └── ArmSkipped           a control arm has nothing to recall for one probe (counted)
@@ -38,6 +39,7 @@ __all__ = [
     "CorpusFormatError",
     "EmbedderError",
     "EvaluationError",
+    "FigureError",
     "LLMError",
     "LLMUnavailable",
     "MalformedResponse",
@@ -193,6 +195,10 @@ class EmbedderError(SkillsynthError):
 
 class PrepareError(SkillsynthError):
     """A step of ``skillsynth models prepare`` failed; the message names the step or part."""
+
+
+class FigureError(SkillsynthError, ValueError):
+    """A measurement record is malformed: a figure without n, a bad name or date."""
 
 
 class EvaluationError(SkillsynthError):

@@ -2,7 +2,8 @@
 
 One module per subject: ``models`` (server throughput), ``scale`` (the pipeline at 10k-100k
 sessions, the tuning session), ``distill`` (distillation quality), ``worlds`` (tool worlds and
-live runs). Sweep overhead is in :mod:`skillsynth.evaluation.sweeps.overhead`.
+live runs). Sweep overhead is in :mod:`skillsynth.evaluation.sweeps.overhead`. ``measured``
+turns each bench's figures into a :class:`~skillsynth.figures.Measurement` record.
 """
 
 from .distill import bench_distill

@@ -15,7 +15,7 @@ from ..pipeline.distill import DistillMode
 from ..protocols import ChatModel, Embeds
 from ._stats import mean_of, median_of, share
 
-__all__ = ['bench_distill']
+__all__ = ['bench_distill', 'overall_figures']
 
 
 def _answer_name(raw: str | None, mode: str) -> str | None:
@@ -137,3 +137,10 @@ def _corpus_figures(rows: list[dict[str, Any]], clusters: int) -> dict[str, Any]
         "completion_tokens": {"median": median_of([r["completion_tokens"] for r in timed]),
                               "n": len(timed)},
         "rows": rows}
+
+
+def overall_figures(result: dict[str, Any]) -> dict[str, Any]:
+    """One model's figures over all its corpora: counts summed, medians over every row."""
+    corpora = result["corpora"].values()
+    return _corpus_figures([r for c in corpora for r in c["rows"]],
+                           sum(c["clusters"] for c in corpora))

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import load_thresholds
 from ..errors import CorpusError
@@ -24,7 +25,65 @@ from ._common import (
     print_json,
 )
 
+if TYPE_CHECKING:
+    from ..figures import Measurement
+
 __all__ = ["register"]
+
+#: Options that say where files live or where output goes, not what is measured: a
+#: record's command leaves them out (they are this machine's paths, not the measurement's).
+_NOT_MEASURED = {"json", "record", "record_name", "out", "cache", "results", "home"}
+
+
+def _command_line(args: argparse.Namespace) -> str:
+    """The ``skillsynth bench`` command that reproduces ``args`` (defaults left out)."""
+    import shlex
+
+    words = ["skillsynth", "bench", args.bench_command]
+    for a in args.bench_parser._actions:
+        if a.dest in _NOT_MEASURED or isinstance(a, argparse._HelpAction):
+            continue
+        v = getattr(args, a.dest, None)
+        if not a.option_strings:  # a positional argument
+            words += [str(x) for x in v] if isinstance(v, list) else [str(v)]
+        elif v is None or v == a.default or v is False:
+            continue
+        elif v is True:
+            words.append(a.option_strings[-1])
+        elif a.nargs in ("+", "*"):
+            words += [a.option_strings[-1], *map(str, v)]
+        elif isinstance(v, list):  # a repeatable option
+            for x in v:
+                words += [a.option_strings[-1], str(x)]
+        elif a.dest == "cluster" and v != "local":  # a scheduler's address names a host
+            words += [a.option_strings[-1], "ADDRESS"]
+        else:
+            words += [a.option_strings[-1], str(v)]
+    return shlex.join(words)
+
+
+def _keep(args: argparse.Namespace, build: Callable[[str], Measurement]) -> None:
+    """With ``--record DIR``: write the measurement there (``--record-name`` renames it)."""
+    if not args.record:
+        return
+    from dataclasses import replace
+
+    from ..figures import record
+
+    m = build(_command_line(args))
+    if args.record_name:
+        m = replace(m, name=args.record_name)
+    print(f"recorded {record(m, args.record)}", file=sys.stderr)
+
+
+def _record_options(p: argparse.ArgumentParser, name: str) -> None:
+    p.add_argument("--record", default=None, metavar="DIR",
+                   help="also write the figures as a measurement record DIR/NAME.json, "
+                   "replacing one of that name (eval/figures/ feeds the docs' Measured "
+                   "figures page); default: not recorded")
+    p.add_argument("--record-name", default=None, metavar="NAME",
+                   help=f"the record's name (default {name})")
+    p.set_defaults(bench_parser=p)
 
 
 def _bench_models(args: argparse.Namespace) -> int:
@@ -33,6 +92,11 @@ def _bench_models(args: argparse.Namespace) -> int:
 
     with serve_local(locate_models(args.home, chat=args.chat)) as servers:
         figures = bench_models(servers, repeats=args.repeats)
+    from ..bench.measured import models_measurement
+    from ..models.chat_models import DEFAULT_CHAT_MODEL
+
+    _keep(args, lambda cmd: models_measurement(
+        figures, cmd, name=f"models-{args.chat or DEFAULT_CHAT_MODEL}"))
     if args.json:
         print_json(figures)
         return EXIT_OK
@@ -62,6 +126,9 @@ def _bench_worlds(args: argparse.Namespace) -> int:
                                    policy=not args.no_policy, max_tasks=args.max_tasks)
     else:
         figures = bench_worlds(worlds, max_tasks=args.max_tasks)
+    from ..bench.measured import worlds_measurement
+
+    _keep(args, lambda cmd: worlds_measurement(figures, cmd))
     if args.json:
         print_json(figures)
         return EXIT_OK
@@ -138,6 +205,9 @@ def _bench_distill(args: argparse.Namespace) -> int:
                 cache.close()
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    from ..bench.measured import distill_measurement
+
+    _keep(args, lambda cmd: distill_measurement(results, cmd))
     if args.json:
         print_json(results)
         return EXIT_OK
@@ -170,6 +240,9 @@ def _bench_pipeline(args: argparse.Namespace) -> int:
     figures = bench_pipeline(tuple(args.sizes), tuple(args.procedures), repeats=args.repeats,
                              seed=args.seed, recall_queries=args.queries,
                              check_up_to=args.check_up_to)
+    from ..bench.measured import pipeline_measurement
+
+    _keep(args, lambda cmd: pipeline_measurement(figures, cmd))
     if args.json:
         print_json(figures)
         return EXIT_OK
@@ -218,6 +291,9 @@ def _bench_tuning(args: argparse.Namespace) -> int:
 
     with clients(args) as (chat, emb):
         f = bench_tuning(emb, chat, sessions=args.sessions, repeats=args.repeats)
+    from ..bench.measured import tuning_measurement
+
+    _keep(args, lambda cmd: tuning_measurement(f, cmd))
     if args.json:
         print_json(f)
         return EXIT_OK
@@ -241,6 +317,9 @@ def _bench_sweep(args: argparse.Namespace) -> int:
                           repeats=args.repeats, workers=args.workers, cluster=args.cluster,
                           results_root=args.results, transport=args.transport,
                           log=lambda line: print(line, file=sys.stderr, flush=True))
+    from ..bench.measured import sweep_measurement
+
+    _keep(args, lambda cmd: sweep_measurement(figures, cmd))
     if args.json:
         print_json(figures)
         return EXIT_OK
@@ -280,12 +359,14 @@ def register(sub: Any) -> None:
                    help="compare partitions with the all-pairs methods up to N sessions")
     p.add_argument("--seed", type=int, default=0, help="random seed")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    _record_options(p, "pipeline")
     p = command(bes, "models", "tokens/s, embeddings/s and cached-call latency of the "
                 "embedded models", _bench_models)
     p.add_argument("--home", default=None, help=home_help)
     p.add_argument("--repeats", type=int, default=5, help="runs per figure (median reported)")
     p.add_argument("--chat", default=None, metavar="NAME", help=chat_help)
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    _record_options(p, "models-CHAT")
     p = command(bes, "distill", "distillation quality per embedded chat model on labelled "
                 "corpora (parse, names, grounding, trigger, seconds)", _bench_distill)
     p.add_argument("--chat", action="append", default=[], metavar="NAME",
@@ -303,6 +384,7 @@ def register(sub: Any) -> None:
                    help="override one threshold (repeatable)")
     p.add_argument("--out", default=None, help="write the JSON figures here")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    _record_options(p, "distill")
     p = command(bes, "worlds", "tool-call overhead per world (median, p99) and seconds per "
                 "live run per arm", _bench_worlds)
     p.add_argument("--world", action="append", default=[], metavar="NAME",
@@ -314,6 +396,7 @@ def register(sub: Any) -> None:
     p.add_argument("--max-tasks", type=int, default=None,
                    help="time the calls of at most N tasks per world (default all)")
     model_options(p)
+    _record_options(p, "worlds")
     p = command(bes, "sweep", "warm sweep overhead: a warm point's time per stage and a warm "
                 "sweep against single point x points / workers", _bench_sweep)
     p.add_argument("spec", help="a sweep spec, e.g. eval/sweeps/synthetic-3x3x3.yaml")
@@ -330,8 +413,10 @@ def register(sub: Any) -> None:
     p.add_argument("--results", default=None,
                    help="keep the runs here (default: a temporary folder, removed)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    _record_options(p, "sweep-SPEC, or sweep-SPEC-dask-TRANSPORT with --cluster")
     p = command(bes, "tuning", "seconds per tuning-view update on a synthetic corpus",
                 _bench_tuning)
     p.add_argument("--sessions", type=int, default=10_000, help="corpus size")
     p.add_argument("--repeats", type=int, default=5, help="updates per figure (median)")
     model_options(p)
+    _record_options(p, "tuning")
