@@ -97,6 +97,29 @@ def test_one_row_per_question_with_gaias_defaults_the_recommended_point_and_gaia
     tau = rows["GAIA memory: 0.82 and its embedder", "Does rec"]
     assert tau.take.startswith("at 0.82 recall finds a procedure of the probe's own goal for "
                                "4% of probes; at the recommended point (recall tau 0.24) 42%")
+    assert tau.take.endswith(": calibrate tau per embedder (skillsynth calibrate) and judge "
+                             "it downstream")  # no point at GAIA's settings but other taus
+
+
+def test_the_tau_question_reads_gaias_defaults_against_the_same_point_at_other_taus():
+    calibrated = _point("cal", "skillsynth", {**GAIA, "similarity_tau": 0.31,
+                                              "recall_tau": 0.24}, ROLLING,
+                        recall_hit_rate=_kpi(0.68, 50, 0.54, 0.79, "probes", 50),
+                        recall_precision=_kpi(0.38, 98, 0.29, 0.48, "recalled", 50),
+                        share_made_worse=_kpi(1.0, 45, 0.92, 1.0, "probes", 45))
+    gaia = _point("gaia", "skillsynth", GAIA, ROLLING,
+                  recall_hit_rate=_kpi(0.04, 50, 0.01, 0.12, "probes", 50),
+                  recall_precision=_kpi(1.0, 2, 0.34, 1.0, "recalled", 2),
+                  share_made_worse=_kpi(0.02, 45, 0.0, 0.12, "probes", 45))
+    other_cut = _point("cut", "skillsynth", {**GAIA, "similarity_tau": 0.5},
+                       ROLLING | {"recall_cut": "whole_steps"},
+                       recall_hit_rate=_kpi(0.5, 50, 0.3, 0.6, "probes", 50))
+    (tau,) = [r for r in question_rows([gaia, other_cut, calibrated])
+              if r.issue.startswith("GAIA memory")]
+    assert tau.take == ("at 0.82 recall finds a procedure of the probe's own goal for 4% of "
+                        "probes; at recall tau 0.24 68%, but precision 38% against 100% and "
+                        "100% of probes made worse against 2%: a lower tau finds more and the "
+                        "wrong thing")
 
 
 def test_points_are_found_by_settings_and_a_whole_steps_point_is_not_adoptable():

@@ -69,8 +69,10 @@ ISSUES: dict[str, Issue] = {
                                       "duplicate_pairs_same_family"), ("protocol",)),
     "tau": Issue("GAIA memory: 0.82 and its embedder", "recall gated at 0.82 with an embedder "
                  "whose related queries score lower", ("recall_hit_rate", "recall_separation",
-                                                      "right_above_wrong"),
-                 ("similarity_tau",)),
+                                                      "right_above_wrong", "recall_precision",
+                                                      "share_made_worse",
+                                                      "largest_procedure_share"),
+                 ("similarity_tau", "recall_tau", "reconcile_tau")),
 }
 ISSUES["1828"] = ISSUES["1818"]
 
@@ -146,6 +148,16 @@ def _twin(point: Point | None, points: Sequence[Point], **changes: Any) -> Point
     want = _settings(point) | changes
     return next((p for p in points if p.strategy == point.strategy
                  and _settings(p) == want), None)
+
+
+def _other_tau(point: Point | None, points: Sequence[Point]) -> Point | None:
+    """The point that differs from ``point`` only in its taus (the first such)."""
+    if point is None:
+        return None
+    taus = ("similarity_tau", "recall_tau", "reconcile_tau")
+    mine = {k: v for k, v in _settings(point).items() if k not in taus}
+    return next((q for q in points if q.id != point.id and q.strategy == point.strategy
+                 and {k: v for k, v in _settings(q).items() if k not in taus} == mine), None)
 
 
 def _cell(p: Point | None, main: str, *extra: tuple[str, str]) -> str:
@@ -254,15 +266,23 @@ def _take_dups(g: Point | None, b: Point | None, s: Point | None, w: Point | Non
 
 
 def _take_tau(g: Point | None, b: Point | None, s: Point | None, w: Point | None) -> str:
+    """``w`` here: GAIA's defaults at another tau (the calibrated one), if the sweep ran it."""
     hit_g, hit_b = _v(g, "recall_hit_rate"), _v(b, "recall_hit_rate")
     if hit_g is None:
         return "not measured: the sweep did not run GAIA's defaults"
     params = b.params if b is not None else {}
     tau_b = params.get("recall_tau") or params.get("similarity_tau")
     better = f"; at the recommended point (recall tau {tau_b}) {_pct(hit_b)}" \
-        if hit_b is not None else ""
-    return (f"at 0.82 recall finds a procedure of the probe's own goal for {_pct(hit_g)} of "
-            f"probes{better}: calibrate tau per embedder (skillsynth calibrate)")
+        if hit_b is not None and b is not g else ""
+    head = f"at 0.82 recall finds a procedure of the probe's own goal for {_pct(hit_g)} of " \
+        f"probes{better}"
+    if w is None or _v(w, "recall_hit_rate") is None:
+        return head + ": calibrate tau per embedder (skillsynth calibrate) and judge it downstream"
+    tau_w = w.params.get("recall_tau") or w.params.get("similarity_tau")
+    return (f"{head}; at recall tau {tau_w} {_pct(_v(w, 'recall_hit_rate'))}, but precision "
+            f"{_pct(_v(w, 'recall_precision'))} against {_pct(_v(g, 'recall_precision'))} and "
+            f"{_pct(_v(w, 'share_made_worse'))} of probes made worse against "
+            f"{_pct(_v(g, 'share_made_worse'))}: a lower tau finds more and the wrong thing")
 
 
 Take = Callable[[Point | None, Point | None, Point | None, Point | None], str]
@@ -295,7 +315,8 @@ def question_rows(points: Sequence[PointLike]) -> list[QuestionRow]:
         whole = key == "2676" and "whole" in question
         at = (lambda p: _twin(p, entries, recall_cut="whole_steps")) if whole else \
             (lambda p: p)
-        w = _twin(g, entries, recall_cut="whole_steps")
+        w = _other_tau(g, entries) if key == "tau" else \
+            _twin(g, entries, recall_cut="whole_steps")
         rows.append(QuestionRow(ISSUES[key].ref, question, kpi, _cell(at(g), kpi, *extra),
                                 _cell(at(b), kpi, *extra), _cell(at(s), kpi, *extra),
                                 take(g, b, s, w)))
