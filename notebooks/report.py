@@ -81,6 +81,20 @@ controls = controls_table(run.summary.points, run.rows)
 controls if len(controls) > 1 else print("one point only: nothing to read side by side")
 
 # %% [markdown]
+# ## Verified against unverified procedures
+#
+# Each point that verifies candidates before activating them (`verify: trace`: the steps are
+# realisable in a held-out member session; `world`: tried live on member tasks) beside its
+# `verify: none` twin: every effect as `unverified -> verified`, then the share of candidates
+# verified and the model calls and seconds spent per verified procedure (METHODS.md 2c).
+
+# %%
+from skillsynth.evaluation.reporting.verification import verification_table
+
+verified = verification_table(run.summary.points)
+verified if len(verified) else print("no point verifies: nothing to compare")
+
+# %% [markdown]
 # ## GAIA's open questions
 #
 # The questions GAIA's tracker asks about #887, each answered by a KPI measured at every point
