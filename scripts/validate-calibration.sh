@@ -5,8 +5,9 @@
 # eval/results/leave-one-out/leave-one-out.{md,json} and records the result in the shipped
 # calibration's `validation` (run scripts/calibrate.sh first so that file was made by the
 # method validated). Exit status 1 unless the proposal holds on every held-out corpus.
-# Needs `skillsynth models prepare`. Estimated (not measured): 30-60 minutes on 2 cores with
-# an empty call cache, a few minutes when cached; finished points are kept on a re-run.
+# Needs `skillsynth models prepare`. Measured: 3 minutes on 2 cores with the call cache warm
+# from the main job's sweeps (several times that with it empty); finished points are kept on a
+# re-run.
 # Usage: scripts/validate-calibration.sh [extra `skillsynth validate-calibration` options]
 set -euo pipefail
 . "$(dirname "$0")/_venv.sh" notebooks

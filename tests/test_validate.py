@@ -157,6 +157,7 @@ def test_leave_one_out_end_to_end_with_fakes(corpora, tmp_path):
     assert on_disk["downstream"].startswith("passed: held on 3 of 3")
     assert on_disk["leave_one_out"]["passed"] is True
     assert on_disk["leave_one_out"]["same_method_and_embedder"] is True
+    assert on_disk["default"] is False  # a pass is evidence; making it the default is a decision
 
 
 def test_the_command_refuses_before_any_model_starts(tmp_path, corpora, capsys):

@@ -297,6 +297,8 @@ def record_validation(calibration_file: str | Path, result: Validation) -> Calib
     validation = dict(cal.validation)
     same = cal.method == result.method and cal.embedder == result.embedder
     validation["leave_one_out"] = {**result.as_dict(), "same_method_and_embedder": same}
+    # opt-in whatever the result (config.py): a pass is the evidence for changing that
+    validation["default"] = False
     if same:
         validation["downstream"] = (f"{result.status()} (leave-one-corpus-out, "
                                     f"{result.rule.split(':')[0]}; see leave_one_out)")
