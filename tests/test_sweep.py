@@ -108,6 +108,21 @@ def test_calibrated_tau_points_take_the_embedders_calibration(tmp_path):
         SweepSpec.load(_spec(tmp_path, grid=grid, backend={"backend": "lemonade"}))
 
 
+def test_a_refitted_calibration_makes_calibrated_points_new_points(tmp_path, monkeypatch):
+    from skillsynth.evaluation.sweeps import spec as spec_module
+
+    grid = {**SPEC["grid"], "similarity_tau": ["calibrated", 0.82]}
+
+    def ids(cal):
+        monkeypatch.setattr(spec_module, "calibration_for", lambda keys, embedder: cal)
+        return [p.id for p in expand_points(SweepSpec.load(_spec(tmp_path, grid=grid)))]
+
+    old, new = ids({"similarity_tau": 0.31, "recall_tau": 0.24}), \
+        ids({"similarity_tau": 0.5, "recall_tau": 0.62})
+    assert old[0] != new[0]  # a run folder does not resume the old calibration's point
+    assert old[1] == new[1]  # a point at a number is the same point
+
+
 def test_a_lemonade_spec_reads_the_calibration_of_gaias_embedder(tmp_path, monkeypatch):
     from skillsynth.evaluation.sweeps import spec as spec_module
 

@@ -235,6 +235,9 @@ class Point:
         ident: list[Any] = [self.strategy, dict(self.values), dict(self.base)]
         if self.options:  # ids of points without protocol options stay what they were
             ident.append(dict(self.options))
+        if (dict(self.base) | dict(self.values)).get("similarity_tau") == CALIBRATED:
+            # the taus it stands for: a refitted calibration is another point, not a resume
+            ident.append({"calibration": dict(self.calibration)})
         digest = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:8]
         return "-".join(parts) + "-" + digest
 
