@@ -17,9 +17,10 @@ The names below are the stable public API of one point.
 from __future__ import annotations
 
 from .point.estimate import RULE, StepEstimate, estimate_steps
+from .point.floors import check_floors
 from .point.metrics import KPI, ProbeResult, ProcedureCheck, bootstrap_interval, point_kpis
 from .point.options import PointOptions
-from .point.run import EvalConfig, PointResult, check_floors, run_point
+from .point.run import EvalConfig, PointResult, run_point
 from .point.split import Split, build_history, load_split, split_attempts
 
 __all__ = [

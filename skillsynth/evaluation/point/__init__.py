@@ -2,7 +2,8 @@
 
 * :mod:`.options`: a point's options, declared once (:class:`~.options.PointOptions`);
 * :mod:`.run`: :func:`~.run.run_point` (split, synthesize on the history, recall for each
-  probe, score, write ``summary.json``) and :class:`~.run.EvalConfig`;
+  probe, score, write ``summary.json``) and :class:`~.run.EvalConfig`; :mod:`.floors`: #887's
+  off-states provoked on the finished store;
 * :mod:`.split`: which sessions are history and which are probes, and the family rules;
 * :mod:`.rolling`: the rolling protocol (passes over time, every later attempt a probe);
 * :mod:`.scoring`: one probe's two arms; :mod:`.estimate`: the replay estimate of tool

@@ -15,12 +15,10 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import os
 import shutil
-import socket
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,8 +34,6 @@ from ...errors import (
 )
 from ...models.cache import file_sha256
 from ...models.embed import Embeds, check_store_embedder
-from ...models.llm import ChatClient, Endpoint
-from ...pipeline.distill import DistillMode
 from ...pipeline.export import export_skill
 from ...pipeline.skill import PROFILES
 from ...pipeline.synthesize import PassReport
@@ -47,10 +43,11 @@ from ...store import MemoryStore
 from ..live.agent import AGENT_PROMPT_VERSION
 from ..live.user_sim import USER_PROMPT_VERSION
 from ..live.worlds import WORLDS
-from ..strategies import Recaller, Strategy, get_strategy
+from ..strategies import Strategy, get_strategy
 from .control_checks import control_kpis, controls_summary
 from .controls import GoldSource, check_gold, gold_source
 from .estimate import RULE
+from .floors import check_floors
 from .live_arms import live_rows, live_world
 from .lumping import lumping_kpis
 from .metrics import KPI, ProbeResult, ProcedureCheck, point_kpis
@@ -116,89 +113,6 @@ class PointResult:
     def summary(self) -> dict[str, Any]:
         """``summary.json``'s dict, as written."""
         return self.point_summary.to_json()
-
-
-def _procedure_dump(store: MemoryStore) -> str:
-    rows = store.execute("SELECT * FROM procedures ORDER BY id")
-    calls = store.execute("SELECT COUNT(*) FROM tool_history")
-    return repr((rows, calls))
-
-
-def _closed_port_client() -> ChatClient:
-    with socket.socket() as s:  # bind, learn the port, close: nothing listens there now
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return ChatClient(Endpoint("local", f"http://127.0.0.1:{port}/v1", "none",
-                               timeout_s=2.0, connect_timeout_s=1.0, max_retries=0))
-
-
-def check_floors(store: MemoryStore, strategy: Strategy, llm: ChatModel, embedder: Embeds,
-                 config: Thresholds, mode: DistillMode, probe_goal: str | None,
-                 recaller: Callable[[], Recaller]) -> dict[str, bool | None]:
-    """Provoke #887's off-states on a finished history store; True where each behaved.
-
-    The store ends as it began (a disabled procedure is re-enabled). None: the floor could
-    not be provoked here (no synthesis in this design, nothing to distil, nothing recalled).
-    """
-    with _quiet(*_PASS_LOGGERS):  # the off-states below are provoked on purpose
-        return _provoke(store, strategy, llm, embedder, config, mode, probe_goal, recaller)
-
-
-#: The loggers of every synthesis pass a strategy runs (gaia-shipped's: GAIA's own driver).
-_PASS_LOGGERS = ("skillsynth.pipeline.synthesize", "skillsynth.evaluation.strategies.gaia_shipped",
-                 "gaia.agents.base.procedural_memory")
-
-
-@contextlib.contextmanager
-def _quiet(*names: str) -> Iterator[None]:
-    loggers = [logging.getLogger(n) for n in names]
-    levels = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.CRITICAL + 1)
-    try:
-        yield
-    finally:
-        for lg, level in zip(loggers, levels, strict=True):
-            lg.setLevel(level)
-
-
-def _provoke(store: MemoryStore, strategy: Strategy, llm: ChatModel, embedder: Embeds,
-             config: Thresholds, mode: DistillMode, probe_goal: str | None,
-             recaller: Callable[[], Recaller]) -> dict[str, bool | None]:
-    out: dict[str, bool | None] = {}
-    if strategy.method is None:
-        return {"memory-disabled": None, "synthesis-disabled": None,
-                "llm-unavailable": None, "disabled-not-recalled": None}
-    before = _procedure_dump(store)
-    before_recall = recaller()(probe_goal) if probe_goal else []
-    r = strategy.synthesize(store, llm, embedder, config, mode=mode,
-                            memory_disabled=True)
-    out["memory-disabled"] = (r is not None and r.status == "memory-disabled"
-                              and _procedure_dump(store) == before)
-    r = strategy.synthesize(store, llm, embedder, config.merge(enabled=False), mode=mode)
-    still = recaller()(probe_goal) if probe_goal else []
-    out["synthesis-disabled"] = (r is not None and r.status == "synthesis-disabled"
-                                 and _procedure_dump(store) == before
-                                 and [h.procedure.id for h in still]
-                                 == [h.procedure.id for h in before_recall])
-    with _closed_port_client() as down:
-        # forced: the pass before consumed every cluster it distilled (synthesis marks)
-        r = strategy.synthesize(store, down, embedder, config, mode=mode, force=True)
-    if r is None or r.qualified == 0:
-        out["llm-unavailable"] = None
-    else:
-        out["llm-unavailable"] = r.status == "llm-unavailable" and _procedure_dump(store) == before
-    if before_recall and probe_goal:
-        top = before_recall[0].procedure.id
-        store.set_procedure_enabled(top, False)
-        try:
-            out["disabled-not-recalled"] = top not in {h.procedure.id
-                                                       for h in recaller()(probe_goal)}
-        finally:
-            store.set_procedure_enabled(top, True)
-    else:
-        out["disabled-not-recalled"] = None
-    return out
 
 
 def _check_procedures(store: MemoryStore, split: Split, out_dir: Path,
@@ -271,82 +185,142 @@ def run_point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out_dir: str | 
     history_db = out / "history.db"
     queries = QueryMemo(embedder)  # recall and the score diagnostic share each query
     if cfg.protocol == "rolling":
-        with MemoryStore.open(cfg.corpus, read_only=True) as corpus, \
-                MemoryStore.init(history_db) as store, _stage(timings, "rolling_passes"):
-            check_store_embedder(store, embedder)
-            rolled = run_rolling(
-                corpus, store, strategy=strategy, llm=llm, embedder=queries, th=th,
-                split=split, labels=labels, k=cfg.k, mode=cfg.mode, recall_key=cfg.recall_key,
-                rate=cfg.rate, cadence=cfg.cadence, cadence_unit=cfg.cadence_unit,
-                progress=progress, gold=gold, recall_cut=cfg.recall_cut, verifier=verifier)
-            written = set(store.session_ids())
-            checks = _check_procedures(store, split, out, written)
-            floors = check_floors(store, strategy, llm, embedder, th, cfg.mode,
-                                  rolled.witness.goal,
-                                  lambda: strategy.recaller(store, queries, th, cfg.recall_key))
-        rows, reports, witness = rolled.rows, list(rolled.reports), rolled.witness
-        split_info: dict[str, Any] = {"k": split.k, "protocol": "rolling", **rolled.info(),
-                                      "families_without_probe": _families_without_probe(split)}
-        live_info: dict[str, Any] | None = None
-        starts: list[StartCost] | None = starts_from_passes(rolled.passes)
-        first_counts: dict[str, tuple[int, int]] = dict(rolled.first_counts)
+        ran = _rolling(cfg, strategy, llm, embedder, queries, split, labels, history_db, out,
+                       progress, timings, gold, verifier)
     else:
-        first_counts = {}
-        rows, reports, witness, checks, floors, split_info, live_info = _strict(
-            cfg, strategy, llm, embedder, queries, split, labels, history_db, out, progress,
-            user, timings, gold, first_counts, verifier)
-        starts = None  # the one start's active procedures are read below
-    floors["recall-threshold-and-state"] = witness.recall_ok if any(
-        r.recalled_ids for r in rows) else None
-    floors["malformed-skipped"] = all(r.status == "ran" for r in reports) if any(
-        "malformed" in why for r in reports for _, why in r.skipped) else None
-    llm_calls = sum(r.llm_calls for r in reports)
-    hits_n = sum(r.cache_hits for r in reports)
-    grounded = [g for r in reports for g in [True] * r.distilled + [False] * r.ungrounded]
+        ran = _strict(cfg, strategy, llm, embedder, queries, split, labels, history_db, out,
+                      progress, user, timings, gold, verifier)
+    ran.floors["recall-threshold-and-state"] = ran.witness.recall_ok if any(
+        r.recalled_ids for r in ran.rows) else None
+    ran.floors["malformed-skipped"] = all(r.status == "ran" for r in ran.reports) if any(
+        "malformed" in why for r in ran.reports for _, why in r.skipped) else None
     with _stage(timings, "bootstrap"):
-        kpis = point_kpis(rows, checks, floors, llm_calls=llm_calls, cache_hits=hits_n,
-                          grounded=grounded,
-                          duplicate_names=sum(r.duplicate_names for r in reports),
-                          seed=cfg.seed, n_boot=cfg.n_boot)
-        runs = _runs(out / "runs.jsonl")
-        control = getattr(strategy, "control", None)
-        extra, inert = control_kpis(control, rows, kpis, runs, gold, seed=cfg.seed,
-                                    n_boot=cfg.n_boot)
-        kpis.update(extra)
-        kpis |= {k.name: k for k in verify_kpis(reports)}
-        with MemoryStore.open(history_db, read_only=True) as store:
-            procs = store.procedures()
-        if starts is None:
-            starts = starts_from_report(reports[0] if reports else None,
-                                        timings.get("clustering", 0.0),
-                                        sum(p.active for p in procs))
-        questions, questions_info = question_kpis(
-            rows, procs, split, th, cut=cfg.recall_cut, starts=starts,
-            first_counts=first_counts,
-            vectors=procedure_vectors([p for p in procs if p.active], queries),
-            distill_cap=strategy.distill_cap(th), seed=cfg.seed, n_boot=cfg.n_boot)
-        kpis |= questions
-        lumps, lumping_info = lumping_kpis(procs, split)
-        kpis |= {k.name: k for k in lumps}
+        scored = _score(cfg, strategy, ran, split, gold, history_db, queries, timings,
+                        out / "runs.jsonl")
     t_report = time.perf_counter()
     with (out / "results.jsonl").open("w", encoding="utf-8") as fh:
-        for r in rows:
+        for r in ran.rows:
             fh.write(json.dumps(r.as_dict(), ensure_ascii=False) + "\n")
+    summary = _summary(cfg, strategy, llm, embedder, user, ran, scored, labels_file, started,
+                       round(time.perf_counter() - t0, 3), timings)
+    timings["report"] = round(time.perf_counter() - t_report, 4)
+    tmp = out / (SUMMARY + ".tmp")
+    summary.write(tmp)
+    os.replace(tmp, out / SUMMARY)
+    return PointResult(out, tuple(ran.rows), scored.kpis, summary)
+
+
+@dataclass
+class _Ran:
+    """What one protocol produced at a point (strict or rolling)."""
+
+    rows: list[ProbeResult]
+    reports: list[PassReport]
+    witness: FloorWitness
+    checks: list[ProcedureCheck]
+    floors: dict[str, bool | None]
+    split_info: dict[str, Any]
+    live_info: dict[str, Any] | None = None
+    starts: list[StartCost] | None = None  # None: the one start's, read after the pass
+    first_counts: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    @property
+    def llm_calls(self) -> int:
+        return sum(r.llm_calls for r in self.reports)
+
+    @property
+    def cache_hits(self) -> int:
+        return sum(r.cache_hits for r in self.reports)
+
+
+@dataclass(frozen=True)
+class _Scored:
+    """A point's KPIs and the details behind them."""
+
+    kpis: dict[str, KPI]
+    control: str | None
+    gold: GoldSource | None
+    inert: Any
+    questions_info: dict[str, Any]
+    lumping_info: dict[str, Any]
+
+
+def _rolling(cfg: EvalConfig, strategy: Strategy, llm: ChatModel, embedder: Embeds,
+             queries: QueryMemo, split: Split, labels: Mapping[str, SessionLabel],
+             history_db: Path, out: Path, progress: bool, timings: dict[str, float],
+             gold: GoldSource, verifier: Verifier | None) -> _Ran:
+    """The corpus replayed in order with a pass every ``cadence`` (:mod:`.rolling`)."""
+    th = cfg.thresholds
+    with MemoryStore.open(cfg.corpus, read_only=True) as corpus, \
+            MemoryStore.init(history_db) as store, _stage(timings, "rolling_passes"):
+        check_store_embedder(store, embedder)
+        rolled = run_rolling(
+            corpus, store, strategy=strategy, llm=llm, embedder=queries, th=th,
+            split=split, labels=labels, k=cfg.k, mode=cfg.mode, recall_key=cfg.recall_key,
+            rate=cfg.rate, cadence=cfg.cadence, cadence_unit=cfg.cadence_unit,
+            progress=progress, gold=gold, recall_cut=cfg.recall_cut, verifier=verifier)
+        checks = _check_procedures(store, split, out, set(store.session_ids()))
+        floors = check_floors(store, strategy, llm, embedder, th, cfg.mode,
+                              rolled.witness.goal,
+                              lambda: strategy.recaller(store, queries, th, cfg.recall_key))
+    split_info = {"k": split.k, "protocol": "rolling", **rolled.info(),
+                  "families_without_probe": _families_without_probe(split)}
+    return _Ran(list(rolled.rows), list(rolled.reports), rolled.witness, checks, floors,
+                split_info, None, starts_from_passes(rolled.passes), dict(rolled.first_counts))
+
+
+def _score(cfg: EvalConfig, strategy: Strategy, ran: _Ran, split: Split,
+           gold: GoldSource, history_db: Path, queries: QueryMemo,
+           timings: Mapping[str, float], runs_file: Path) -> _Scored:
+    """Every KPI of the point: #887's, the controls', verification's, GAIA's questions',
+    lumping's."""
+    reports = ran.reports
+    grounded = [g for r in reports for g in [True] * r.distilled + [False] * r.ungrounded]
+    kpis = point_kpis(ran.rows, ran.checks, ran.floors, llm_calls=ran.llm_calls,
+                      cache_hits=ran.cache_hits, grounded=grounded,
+                      duplicate_names=sum(r.duplicate_names for r in reports),
+                      seed=cfg.seed, n_boot=cfg.n_boot)
+    control = getattr(strategy, "control", None)
+    extra, inert = control_kpis(control, ran.rows, kpis, _runs(runs_file), gold,
+                                seed=cfg.seed, n_boot=cfg.n_boot)
+    kpis.update(extra)
+    kpis |= {k.name: k for k in verify_kpis(reports)}
+    with MemoryStore.open(history_db, read_only=True) as store:
+        procs = store.procedures()
+    starts = ran.starts if ran.starts is not None else starts_from_report(
+        reports[0] if reports else None, timings.get("clustering", 0.0),
+        sum(p.active for p in procs))
+    questions, questions_info = question_kpis(
+        ran.rows, procs, split, cfg.thresholds, cut=cfg.recall_cut, starts=starts,
+        first_counts=ran.first_counts,
+        vectors=procedure_vectors([p for p in procs if p.active], queries),
+        distill_cap=strategy.distill_cap(cfg.thresholds), seed=cfg.seed, n_boot=cfg.n_boot)
+    kpis |= questions
+    lumps, lumping_info = lumping_kpis(procs, split)
+    kpis |= {k.name: k for k in lumps}
+    return _Scored(kpis, control, gold, inert, questions_info, lumping_info)
+
+
+def _summary(cfg: EvalConfig, strategy: Strategy, llm: ChatModel, embedder: Embeds,
+             user: ChatModel | None, ran: _Ran, scored: _Scored, labels_file: Path,
+             started: str, wall_s: float, timings: dict[str, float]) -> PointSummary:
+    """The point's ``summary.json``; ``timings`` is the live dict (the report stage's own
+    time lands in it after this)."""
     # the corpus's content digest: identical corpora built twice hash the same
     corpus_sha, labels_sha = corpus_digest(cfg.corpus), file_sha256(labels_file)
-    summary = PointSummary(
+    rows = ran.rows
+    return PointSummary(
         config=cfg.as_dict(),
         corpus=CorpusInfo(str(cfg.corpus), corpus_sha, file_sha256(cfg.corpus), labels_sha),
         versions=Versions(__version__, strategy.distill_prompt(), RULE, llm.model_id,
                           embedder.embedder_id),
-        split=split_info, live=live_info, pass_report=_combined(reports),
-        model_calls=ModelCalls(llm_calls, hits_n, sum(r.llm_calls for r in rows),
+        split=ran.split_info, live=ran.live_info, pass_report=_combined(ran.reports),
+        model_calls=ModelCalls(ran.llm_calls, ran.cache_hits, sum(r.llm_calls for r in rows),
                                sum(r.cache_hits for r in rows if r.steps_method == "live")),
-        procedures=tuple(checks), floors=floors,
-        controls=controls_summary(control, gold, inert), kpis=dict(kpis),
-        gaia_questions=questions_info, lumping=lumping_info,
-        started_at=started, wall_s=round(time.perf_counter() - t0, 3),
-        timings=timings,  # the same dict: the report stage's own time lands in it below
+        procedures=tuple(ran.checks), floors=ran.floors,
+        controls=controls_summary(scored.control, scored.gold, scored.inert),
+        kpis=dict(scored.kpis), gaia_questions=scored.questions_info,
+        lumping=scored.lumping_info, started_at=started, wall_s=wall_s, timings=timings,
         record=RunRecord(
             "point", cfg.as_dict(), started, utc_now(),
             models={"chat": model_of(llm), "embed": model_of(embedder),
@@ -355,22 +329,14 @@ def run_point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out_dir: str | 
                     "labels": {"path": str(labels_file), "sha256": labels_sha}},
             prompts={"distill": strategy.distill_prompt(), "agent": AGENT_PROMPT_VERSION,
                      "user_sim": USER_PROMPT_VERSION, "replay_rule": RULE}).as_dict())
-    timings["report"] = round(time.perf_counter() - t_report, 4)
-    tmp = out / (SUMMARY + ".tmp")
-    summary.write(tmp)
-    os.replace(tmp, out / SUMMARY)
-    return PointResult(out, tuple(rows), kpis, summary)
 
 
 def _strict(cfg: EvalConfig, strategy: Strategy, llm: ChatModel, embedder: Embeds,
             queries: QueryMemo, split: Split, labels: Mapping[str, SessionLabel],
             history_db: Path, out: Path, progress: bool, user: ChatModel | None,
-            timings: dict[str, float], gold: GoldSource,
-            first_counts: dict[str, tuple[int, int]], verifier: Verifier | None
-            ) -> tuple[list[ProbeResult], list[PassReport], FloorWitness, list[ProcedureCheck],
-                       dict[str, bool | None], dict[str, Any], dict[str, Any] | None]:
-    """One pass over attempts 1..k of every family, then attempt k+1 of each recalled for;
-    ``first_counts`` receives each procedure's count columns right after the pass."""
+            timings: dict[str, float], gold: GoldSource, verifier: Verifier | None) -> _Ran:
+    """One pass over attempts 1..k of every family, then attempt k+1 of each recalled for
+    (each procedure's count columns are read right after the pass)."""
     th = cfg.thresholds
     with _stage(timings, "corpus_load"), \
             MemoryStore.open(cfg.corpus, read_only=True) as corpus:
@@ -388,8 +354,7 @@ def _strict(cfg: EvalConfig, strategy: Strategy, llm: ChatModel, embedder: Embed
                                          rate=cfg.rate, outcomes=outcomes, verifier=verifier)
         t_recall = time.perf_counter()
         view = store_view(store, strategy, queries, th, cfg.recall_key, split, gold)
-        first_counts.update({p.id: (p.success_count, p.attempt_count)
-                             for p in view.procedures})
+        first_counts = {p.id: (p.success_count, p.attempt_count) for p in view.procedures}
         witness = FloorWitness()
         rows: list[ProbeResult] = []
         for p in progress_bar(split.probes, progress, "probes"):
@@ -425,7 +390,8 @@ def _strict(cfg: EvalConfig, strategy: Strategy, llm: ChatModel, embedder: Embed
                                              if p.session_id not in goals),
                   "left_out": len(split.left_out),
                   "families_without_probe": _families_without_probe(split)}
-    return (rows, [report] if report else [], witness, checks, floors, split_info, live_info)
+    return _Ran(rows, [report] if report else [], witness, checks, floors, split_info,
+                live_info, None, first_counts)
 
 
 @contextlib.contextmanager
