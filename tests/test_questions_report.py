@@ -173,3 +173,19 @@ def test_for_issue_names_what_is_wrong(tmp_path, capsys):
     assert main(["report", str(tmp_path / "nowhere"), "--for-issue", "2685"]) == 1
     assert "has no summary.json" in capsys.readouterr().err
     assert set(ISSUES) >= {"2676", "4033", "2685", "1818", "1828"}
+
+
+def test_readings_fall_back_to_gaias_defaults_when_gaias_own_pass_stored_nothing():
+    gaia = _point("gaia", "skillsynth", GAIA, ROLLING,
+                  procedures_per_family=_kpi(1.0, 24, 1.0, 1.0, "families", 24),
+                  duplicate_procedure_pairs=_kpi(4.0, 276, unit="pairs"),
+                  duplicate_procedure_share=_kpi(0.21, 24, 0.09, 0.4, "procedures"),
+                  duplicate_pairs_same_family=_kpi(0.0, 4, unit="pairs"))
+    shipped = _point("shipped", "gaia-shipped", GAIA, ROLLING,
+                     procedures_per_family=_kpi(None, 0, unit="families"),
+                     duplicate_procedure_pairs=_kpi(0.0, 0, unit="pairs"))
+    rows = {r.issue: r for r in question_rows([gaia, shipped])}
+    dups = rows["amd/gaia#1818, #1828"].take
+    assert dups.startswith("GAIA's defaults (GAIA's own pass stored no procedure): 4 "
+                           "duplicate pair(s), 21% of active procedures; 0 within one "
+                           "labelled goal: they look alike but serve different goals")

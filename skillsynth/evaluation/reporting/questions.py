@@ -210,7 +210,13 @@ def _take_whole(g: Point | None, b: Point | None, s: Point | None, w: Point | No
 
 
 def _subject(g: Point | None, s: Point | None) -> tuple[Point | None, str]:
-    return (s, "GAIA's own pass") if s is not None else (g, "GAIA's defaults")
+    """GAIA's own pass where it stored procedures, else skillsynth at GAIA's defaults."""
+    if s is not None and (_k(s, "procedures_per_family") or KPI("", None, None, None, 0,
+                                                                  "")).n > 0:
+        return s, "GAIA's own pass"
+    if s is not None:
+        return g, "GAIA's defaults (GAIA's own pass stored no procedure)"
+    return g, "GAIA's defaults"
 
 
 def _take_frag(g: Point | None, b: Point | None, s: Point | None, w: Point | None) -> str:
@@ -260,9 +266,13 @@ def _take_dups(g: Point | None, b: Point | None, s: Point | None, w: Point | Non
     if pairs == 0:
         return f"{who}: no two active procedures say the same thing under different names"
     same = _v(p, "duplicate_pairs_same_family") or 0
-    return (f"{who}: {pairs:.0f} duplicate pair(s), "
+    head = (f"{who}: {pairs:.0f} duplicate pair(s), "
             f"{_pct(_v(p, 'duplicate_procedure_share'))} of active procedures; {same:.0f} "
-            "within one labelled goal: reconcile by meaning and tools, not by name")
+            "within one labelled goal")
+    if same == 0:
+        return (head + ": they look alike but serve different goals, so merging by meaning "
+                "at this threshold would lump goals; names are not the problem here")
+    return head + ": reconcile by meaning and tools, not by name"
 
 
 def _take_tau(g: Point | None, b: Point | None, s: Point | None, w: Point | None) -> str:
