@@ -176,6 +176,10 @@ def test_starts_until_drained_counts_from_the_first_qualifying_start():
     assert starts_until_drained([_start(1, 0, 0), _start(2, 4, 2), _start(3, 2, 0)]) == 2
     assert starts_until_drained([_start(1, 5, 3), _start(2, 3, 1)]) is None
     assert starts_until_drained([_start(1, 0, 0)]) == 0
+    # a backlog that builds again later counts until it clears too (a replay's new clusters)
+    assert starts_until_drained([_start(1, 2, 0), _start(2, 5, 3), _start(3, 3, 1),
+                                 _start(4, 1, 0), _start(5, 4, 2), _start(6, 2, 0)]) == 6
+    assert starts_until_drained([_start(1, 2, 0), _start(2, 1, 0)]) == 1
     assert starts_until_drained([_start(1, 3, 0, status="llm-unavailable"),
                                  _start(2, 3, 0)]) == 2
     kpis, info = question_kpis([], [], SPLIT, Thresholds(), cut="raw", first_counts={},

@@ -103,16 +103,21 @@ def starts_from_report(report: PassReport | None, seconds: float,
 
 
 def starts_until_drained(starts: Sequence[StartCost]) -> int | None:
-    """Starts from the first at which a cluster qualified to the first that left none for
-    later, both counted: with a cap of 2 and 5 clusters qualified at once, 3. 0 when nothing
-    ever qualified; None when a backlog remained at every start after (not drained)."""
+    """Starts from the first at which a cluster qualified to the one that cleared the last
+    backlog, both counted: with a cap of 2 and 5 clusters qualified at once, 3. A backlog
+    that builds again later (new clusters keep qualifying over a replay) counts until it
+    clears too. 0 when nothing ever qualified; None when the last start still left a cluster
+    for later or did not run (not drained)."""
     first = next((i for i, s in enumerate(starts) if s.qualified > 0), None)
     if first is None:
         return 0
-    for i in range(first, len(starts)):
-        if starts[i].status == "ran" and starts[i].left_for_later == 0:
-            return i - first + 1
-    return None
+    backlog = [i for i in range(first, len(starts))
+               if starts[i].status != "ran" or starts[i].left_for_later > 0]
+    if not backlog:
+        return 1
+    if backlog[-1] == len(starts) - 1:
+        return None
+    return backlog[-1] - first + 2
 
 
 def _per_start(name: str, values: Sequence[float], unit: str = "starts") -> KPI:
