@@ -8,13 +8,13 @@ import math
 import pytest
 
 from skillsynth.errors import EvaluationError
+from skillsynth.evaluation.point.control_checks import oracle_gain_recovered
 from skillsynth.evaluation.point.metrics import (
     MIN_FAMILIES,
     ProbeResult,
     cluster_t_interval,
     design_effect,
     mean_kpi,
-    oracle_gain_recovered,
     point_kpis,
     proportion_kpi,
     wilson_interval,

@@ -12,17 +12,18 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 
+from ...errors import EvaluationError
 from .controls import POSITIVE, GoldAction, GoldSource, first_write_at, gold_share_matched
-from .metrics import KPI, N_BOOT, ProbeResult, bootstrap_interval
+from .metrics import KPI, MIN_FAMILIES, N_BOOT, ProbeResult, bootstrap_interval, mean_kpi
 
 __all__ = ["SHOW_CHARS", "Divergence", "InertCheck", "control_kpis", "controls_summary",
-           "graded_kpis", "inert_check"]
+           "graded_kpis", "inert_check", "oracle_gain_recovered"]
 
 #: Characters of each side a divergence shows.
 SHOW_CHARS = 300
@@ -255,3 +256,51 @@ def controls_summary(control: str | None, gold: GoldSource | None,
     return out
 
 
+def _excludes_zero(k: KPI) -> bool:
+    return k.lo is not None and k.hi is not None and (k.lo > 0 or k.hi < 0)
+
+
+def oracle_gain_recovered(none: Sequence[float], synthesized: Sequence[float],
+                          oracle: Sequence[float], families: Sequence[Hashable], *,
+                          name: str = "oracle_gain_recovered", unit: str = "probes",
+                          seed: int = 0, n_boot: int = N_BOOT, level: float = 0.95) -> KPI:
+    """(synthesized - none) / (oracle - none): the share of the positive control's gain that
+    synthesis recovers, from per-probe figures of three paired arms (one position per
+    probe in each sequence).
+
+    NOT MEASURED (value None, ``note`` says why) where the denominator's interval
+    (:func:`mean_kpi` of oracle - none) does not exclude 0: a ratio over a gain that may be
+    nothing is no figure. The interval resamples families jointly (all three arms of a
+    family's probes together); with fewer than :data:`MIN_FAMILIES` families the value is
+    given without one.
+    """
+    if not len(none) == len(synthesized) == len(oracle) == len(families):
+        raise EvaluationError("oracle_gain_recovered needs one value per probe in each arm "
+                              f"(got {len(none)}, {len(synthesized)}, {len(oracle)} and "
+                              f"{len(families)} families)")
+    triples = [(float(a), float(b), float(c)) for a, b, c in zip(none, synthesized, oracle,
+                                                                 strict=True)]
+    g = len(set(families))
+    if not triples:
+        return KPI(name, None, None, None, 0, unit, False, "ratio", "none", 0)
+    den = mean_kpi("oracle_minus_none", [c - a for a, _, c in triples], unit=unit,
+                   clusters=families, seed=seed, n_boot=n_boot, level=level)
+    if not _excludes_zero(den):
+        ci = f"[{den.lo:.2f}, {den.hi:.2f}]" if den.lo is not None and den.hi is not None \
+            else "(no interval)"
+        return KPI(name, None, None, None, len(triples), unit, False, "ratio", "none", g,
+                   note=f"not measured: oracle - none {den.value:.2f} {ci} does not "
+                   "exclude 0")
+
+    def ratio(ts: list[tuple[float, float, float]]) -> float | None:
+        d = sum(c - a for a, _, c in ts)
+        return sum(b - a for a, b, _ in ts) / d if d else None
+
+    value = ratio(triples)
+    if g >= MIN_FAMILIES:
+        lo, hi = bootstrap_interval(triples, ratio, clusters=families, n_boot=n_boot,
+                                    seed=seed, level=level)
+        return KPI(name, value, lo, hi, len(triples), unit, False, "ratio",
+                   "cluster-bootstrap", g)
+    return KPI(name, value, None, None, len(triples), unit, False, "ratio", "unavailable", g,
+               note=f"{g} famil{'y' if g == 1 else 'ies'} < {MIN_FAMILIES}: no interval")

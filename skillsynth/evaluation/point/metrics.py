@@ -27,7 +27,6 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ...errors import EvaluationError
 from ...pipeline.skill import PROFILES
 from .intervals import (
     N_BOOT,
@@ -48,7 +47,6 @@ __all__ = [
     "cluster_t_interval",
     "design_effect",
     "mean_kpi",
-    "oracle_gain_recovered",
     "point_kpis",
     "proportion_kpi",
     "wilson_interval",
@@ -280,56 +278,6 @@ def mean_kpi(name: str, values: Sequence[float], *, unit: str, clusters: Sequenc
     return KPI(name, value, lo, hi, len(vals), unit, estimate, "mean", method, g, note=note)
 
 
-def _excludes_zero(k: KPI) -> bool:
-    return k.lo is not None and k.hi is not None and (k.lo > 0 or k.hi < 0)
-
-
-def oracle_gain_recovered(none: Sequence[float], synthesized: Sequence[float],
-                          oracle: Sequence[float], families: Sequence[Hashable], *,
-                          name: str = "oracle_gain_recovered", unit: str = "probes",
-                          seed: int = 0, n_boot: int = N_BOOT, level: float = 0.95) -> KPI:
-    """(synthesized - none) / (oracle - none): the share of the positive control's gain that
-    synthesis recovers, from per-probe figures of three paired arms (one position per
-    probe in each sequence).
-
-    NOT MEASURED (value None, ``note`` says why) where the denominator's interval
-    (:func:`mean_kpi` of oracle - none) does not exclude 0: a ratio over a gain that may be
-    nothing is no figure. The interval resamples families jointly (all three arms of a
-    family's probes together); with fewer than :data:`MIN_FAMILIES` families the value is
-    given without one.
-    """
-    if not len(none) == len(synthesized) == len(oracle) == len(families):
-        raise EvaluationError("oracle_gain_recovered needs one value per probe in each arm "
-                              f"(got {len(none)}, {len(synthesized)}, {len(oracle)} and "
-                              f"{len(families)} families)")
-    triples = [(float(a), float(b), float(c)) for a, b, c in zip(none, synthesized, oracle,
-                                                                 strict=True)]
-    g = len(set(families))
-    if not triples:
-        return KPI(name, None, None, None, 0, unit, False, "ratio", "none", 0)
-    den = mean_kpi("oracle_minus_none", [c - a for a, _, c in triples], unit=unit,
-                   clusters=families, seed=seed, n_boot=n_boot, level=level)
-    if not _excludes_zero(den):
-        ci = f"[{den.lo:.2f}, {den.hi:.2f}]" if den.lo is not None and den.hi is not None \
-            else "(no interval)"
-        return KPI(name, None, None, None, len(triples), unit, False, "ratio", "none", g,
-                   note=f"not measured: oracle - none {den.value:.2f} {ci} does not "
-                   "exclude 0")
-
-    def ratio(ts: list[tuple[float, float, float]]) -> float | None:
-        d = sum(c - a for a, _, c in ts)
-        return sum(b - a for a, b, _ in ts) / d if d else None
-
-    value = ratio(triples)
-    if g >= MIN_FAMILIES:
-        lo, hi = bootstrap_interval(triples, ratio, clusters=families, n_boot=n_boot,
-                                    seed=seed, level=level)
-        return KPI(name, value, lo, hi, len(triples), unit, False, "ratio",
-                   "cluster-bootstrap", g)
-    return KPI(name, value, None, None, len(triples), unit, False, "ratio", "unavailable", g,
-               note=f"{g} famil{'y' if g == 1 else 'ies'} < {MIN_FAMILIES}: no interval")
-
-
 def _reduction(r: ProbeResult) -> float:
     return (r.steps_recorded - r.steps) / r.steps_recorded
 
@@ -475,7 +423,17 @@ def point_kpis(rows: Sequence[ProbeResult], procedures: Sequence[ProcedureCheck]
         ran = {x.probe_session for x in live}
         out.append(mean("step_reduction_live_probes",
                         [r for r in with_steps if r.probe_session in ran], _reduction, est))
-    # procedures, answers and floors are not clustered: each is its own unit
+    out += _synthesis_kpis(procedures, floors, grounded, duplicate_names, llm_calls,
+                           cache_hits)
+    return {k.name: k for k in out}
+
+
+def _synthesis_kpis(procedures: Sequence[ProcedureCheck], floors: Mapping[str, bool | None],
+                    grounded: Sequence[bool], duplicate_names: int, llm_calls: int,
+                    cache_hits: int) -> list[KPI]:
+    """The synthesis checks' KPIs: procedures, answers and floors are not clustered (each is
+    its own unit), model calls are counts."""
+    out: list[KPI] = []
     for profile in PROFILES:
         out.append(proportion_kpi(f"validity_{profile}",
                                   [float(c.valid.get(profile, False)) for c in procedures],
@@ -492,4 +450,4 @@ def point_kpis(rows: Sequence[ProbeResult], procedures: Sequence[ProcedureCheck]
     lookups = llm_calls + cache_hits
     out.append(KPI("cache_hit_rate", cache_hits / lookups if lookups else None, None, None,
                    lookups, "calls"))
-    return {k.name: k for k in out}
+    return out

@@ -14,7 +14,8 @@ from typing import Any
 
 import pandas as pd
 
-from ..point.metrics import KPI, oracle_gain_recovered
+from ..point.control_checks import oracle_gain_recovered
+from ..point.metrics import KPI
 from ..sweeps.summary import PointLike, as_entry
 from .verdict import POSITIVE_CONTROLS
 
