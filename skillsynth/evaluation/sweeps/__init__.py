@@ -4,7 +4,8 @@
   and :func:`~.run.aggregate`; :mod:`.summary`: the run summary, typed
   (:class:`~.summary.SweepSummary`); :mod:`.execute`: one point's notebook executed (every
   transport's);
-* :mod:`.notebooks`: the shipped notebooks and how they are executed;
+* :mod:`.notebooks`: the shipped notebooks and how they are executed; :mod:`.similarity`:
+  goal similarities, same family against different (`similarity.json`);
 * :mod:`.dask_cluster`: points on a Dask cluster; :mod:`.backends`: a worker's models;
   :mod:`.shipping`: the shipped transport; :mod:`.results_url`: a run folder at a URL;
 * :mod:`.overhead`: the sweep-overhead benchmark.

@@ -33,21 +33,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import yaml
 
-from ...corpora.labels import LabelStore, labels_path_for
 from ...errors import ConfigError, EvaluationError
 from ...models.backend import BackendSpec, open_clients
-from ...protocols import Embeds
-from ...store import MemoryStore
 from ..point.options import PointOptions
 from ..point.record import RunRecord, utc_now
-from ..point.split import FamilyRule, family_of
 from ..point.summary import SUMMARY, PointSummary
 from .notebooks import find_notebook
 from .results_url import is_url
 from .shipping import MergeCounts, Shipper
+from .similarity import similarities_with
 from .spec import GRID_KEYS, RUN_ONLY_KEYS, Point, SweepSpec, expand_points
 from .summary import PointEntry, SweepSummary
 from .transport import ThreadPool, run_points
@@ -60,7 +56,6 @@ __all__ = [
     "aggregate",
     "expand_points",
     "find_notebook",
-    "goal_similarities",
     "run_sweep",
 ]
 
@@ -117,38 +112,6 @@ def _live_corpus(spec: SweepSpec, run_dir: Path, backend: BackendSpec, progress:
     log(f"live history: {rep.ran} run(s) now, {rep.already_present} kept; "
         f"{rep.successes} succeeded")
     return db
-
-
-def goal_similarities(corpus_db: str | Path, embedder: Embeds, *, max_pairs: int = 20000,
-                      seed: int = 0, family: FamilyRule = "task") -> dict[str, Any]:
-    """Cosines between labelled sessions' goals, same family vs different family.
-
-    What a maintainer looks at to place tau for an embedder: tau should sit above most
-    different-family pairs and below most same-family pairs. Pairs are sampled (seeded)
-    when there are more than ``max_pairs`` of a kind.
-    """
-    with LabelStore(labels_path_for(corpus_db)) as ls:
-        fam = {x.session_id: f for x in ls.all() if (f := family_of(x, family)) is not None}
-    with MemoryStore.open(corpus_db, read_only=True) as store:
-        goals = {s: t.content for s, t in store.first_user_turns(list(fam)).items()}
-    ids = sorted(goals)
-    if len(ids) < 2:
-        return {"same": [], "different": [], "n_sessions": len(ids)}
-    v = embedder.embed([goals[s] for s in ids], kind="document")
-    sims = v @ v.T
-    iu = np.triu_indices(len(ids), k=1)
-    same_mask = np.array([fam[ids[i]] == fam[ids[j]] for i, j in zip(*iu, strict=True)])
-    vals = sims[iu]
-    rng = np.random.default_rng(seed)
-
-    def sample(x: np.ndarray) -> list[float]:
-        if len(x) > max_pairs:
-            x = rng.choice(x, size=max_pairs, replace=False)
-        return [round(float(a), 4) for a in x]
-
-    return {"same": sample(vals[same_mask]), "different": sample(vals[~same_mask]),
-            "n_sessions": len(ids), "embedder": embedder.embedder_id,
-            "family": family}
 
 
 @dataclass(frozen=True)
@@ -221,15 +184,9 @@ def _shipped_similarities(client: Any, corpus: Path, spec: SweepSpec, backend: B
     """The goal similarities computed on a worker (shipped transport)."""
     from .shipping import shipped_call
 
-    out = client.submit(shipped_call, _similarities, shipper.corpus(corpus), shipper.snapshots(),
+    out = client.submit(shipped_call, similarities_with, shipper.corpus(corpus), shipper.snapshots(),
                         backend, spec.options.seed, spec.options.family, pure=False).result()
     return out["value"], shipper.take_back(out["answers"])
-
-
-def _similarities(corpus: Path, seed: int, family: FamilyRule, *,
-                  backend: BackendSpec) -> dict[str, Any]:
-    with open_clients(backend) as (_, emb):
-        return goal_similarities(corpus, emb, seed=seed, family=family)
 
 
 def run_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval/results",
@@ -301,6 +258,13 @@ def run_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval/
             (run_dir / "similarity.json").write_text(json.dumps(sims), encoding="utf-8")
         ran, failed = site.run_points(todo, spec, corpus, run_dir, notebook, n_workers,
                                       progress, log, on_point)
+    return _finish(run_dir, points, spec, started, t0, ran, skipped, failed, site, n_workers)
+
+
+def _finish(run_dir: Path, points: list[Point], spec: SweepSpec, started: str, t0: float,
+            ran: Sequence[str], skipped: tuple[str, ...], failed: dict[str, str], site: _Site,
+            n_workers: int) -> SweepReport:
+    """Aggregate every point, record this invocation's traffic and executor, and report."""
     summary = aggregate(run_dir, points, spec, started_utc=started)
     ran_entries = summary.entries(ran)
     llm_calls = sum(e.llm_calls for e in ran_entries)
@@ -440,7 +404,7 @@ def _similarities_at(site: _Site, corpus: Path, spec: SweepSpec) -> dict[str, An
                                               site.shipper)
         site.take_back(answers)
         return sims
-    return dict(site.on_worker(_similarities, corpus, spec.options.seed, spec.options.family))
+    return dict(site.on_worker(similarities_with, corpus, spec.options.seed, spec.options.family))
 
 
 def _run_sweep_at_url(spec: SweepSpec, url: str, mirror: str | Path | None,
