@@ -463,3 +463,39 @@ def test_model_commands_through_main(tmp_path, capsys):
     serve.send_signal(signal.SIGTERM)
     assert serve.wait(timeout=60) == 0, "".join(lines)
     assert any(line.startswith("embed ") for line in lines)
+
+
+@pytest.mark.live
+def test_live_smoke_of_verify_world_one_candidate_one_try(servers):
+    # CI's verification smoke: one candidate tried once (verify_tasks 1, step limit 4) in
+    # tau2:retail on its member's task 5 by the default model, with the candidate alone
+    # recalled; the world scores the try and the verdict records it.
+    from skillsynth.config import Thresholds
+    from skillsynth.evaluation.live.worlds import get_world
+    from skillsynth.evaluation.point.verify_world import WorldVerifier
+    from skillsynth.pipeline.cluster import Cluster
+    from skillsynth.pipeline.detect import SessionSequence
+    from skillsynth.pipeline.skill import Skill
+
+    world = get_world("tau2:retail")
+    skill = Skill(name="exchange-delivered-items", description="The customer wants to "
+                  "exchange items of a delivered order",
+                  body="1. Call find_user_id_by_name_zip with the customer's name and zip\n"
+                       "2. Call get_order_details for the order\n"
+                       "3. Call exchange_delivered_order_items\n\n## Edge cases\n"
+                       "- If the user is not found, call find_user_id_by_email",
+                  tools_required=("find_user_id_by_name_zip", "get_order_details",
+                                  "exchange_delivered_order_items"))
+    member = SessionSequence("s5", world.task("5").goal, (), (), True)
+    cluster = Cluster((member, SessionSequence("s9", "other", (), (), True)), "test", "calls",
+                      1.0, True)
+    with ChatClient(servers.chat) as chat:
+        v = WorldVerifier(chat, world, {"s5": "5", "s9": "9"}, Thresholds(), tasks=1,
+                          min_success=1.0, step_limit=4, policy=False)(skill, cluster)
+    (attempt,) = v.tries  # one try: verify_tasks 1, on the first member's task
+    assert (attempt.session, attempt.task_id, v.rule) == ("s5", "5", "world")
+    assert attempt.detail["steps"] <= 4 and attempt.detail["termination"] in (
+        "agent-stop", "step-limit")
+    assert attempt.detail["reward"] is not None  # tau2's evaluators scored the try
+    assert v.verified == attempt.ok and v.model_calls + v.cache_hits >= 1
+    assert v.reason
