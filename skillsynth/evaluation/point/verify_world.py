@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from ...config import Thresholds
 from ...corpora.labels import SessionLabel
@@ -30,28 +30,10 @@ from ..live.agent import run_agent
 from ..live.user_sim import UserSimulator
 from ..live.worlds import World, get_world
 from .metrics import KPI, proportion_kpi
+from .options import PointOptions
 
-__all__ = ["VerifyConfig", "WorldVerifier", "point_verifier", "task_ids_in_world",
+__all__ = ["WorldVerifier", "point_verifier", "task_ids_in_world",
            "verify_kpis"]
-
-
-class VerifyConfig(Protocol):
-    """What the verifier reads of a point's options (:class:`~.options.PointOptions`)."""
-
-    @property
-    def verify(self) -> str: ...
-    @property
-    def verify_tasks(self) -> int: ...
-    @property
-    def verify_min_success(self) -> float: ...
-    @property
-    def world(self) -> str: ...
-    @property
-    def step_limit(self) -> int: ...
-    @property
-    def policy(self) -> bool: ...
-    @property
-    def recall_cut(self) -> RecallCut: ...
 
 
 def task_ids_in_world(world: World, labels: Mapping[str, SessionLabel]) -> dict[str, str]:
@@ -118,7 +100,7 @@ def _detail(run: Mapping[str, Any]) -> dict[str, Any]:
     return {k: run[k] for k in keep}
 
 
-def point_verifier(cfg: VerifyConfig, llm: ChatModel, labels: Mapping[str, SessionLabel],
+def point_verifier(cfg: PointOptions, llm: ChatModel, labels: Mapping[str, SessionLabel],
                    config: Thresholds, user: ChatModel | None = None) -> Verifier | None:
     """The verifier a point's ``verify`` option asks for (None for ``none``).
 
