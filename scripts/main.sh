@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up skillsynth on a fresh machine and run the main job: the end-to-end KPI run on the
 # shipped tau-bench airline corpus with the embedded default models (Qwen2.5-Coder-0.5B and
-# all-MiniLM-L6-v2, at the embedder's calibrated thresholds). It prepares the models,
+# all-MiniLM-L6-v2; GAIA's thresholds, 0.5 and the embedder's calibration). It prepares the models,
 # runs the sweep eval/sweeps/main.yaml through papermill (import the corpus, then per point:
 # the 4th-attempt split, a synthesis pass on the history, recall for every probe, the replay
 # estimate, KPIs with bootstrap intervals, floors, SKILL.md round trips), writes the HTML KPI
