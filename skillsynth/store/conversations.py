@@ -10,7 +10,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from . import schema
-from .rows import Turn, _in_chunks, now_iso
+from .rows import Turn, _filters, _in_chunks, now_iso
 
 __all__ = ["ConversationRows"]
 
@@ -42,14 +42,8 @@ class ConversationRows:
 
     def turns(self, session_id: str | None = None, *, role: str | None = None) -> list[Turn]:
         """Conversation turns in insertion order, optionally filtered."""
-        cond: list[str] = []
-        params: list[Any] = []
-        if session_id is not None:
-            cond.append("session_id = ?")
-            params.append(session_id)
-        if role is not None:
-            cond.append("role = ?")
-            params.append(role)
+        cond, params = _filters(session=("session_id = ?", session_id),
+                                role=("role = ?", role))
         return self._select_turns(cond, params)
 
     def _select_turns(self, cond: list[str], params: list[Any]) -> list[Turn]:

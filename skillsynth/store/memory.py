@@ -25,6 +25,7 @@ from .rows import (
     MigrationReport,
     StoreInfo,
     ToolCall,
+    _filters,
     _in_chunks,
     _truncate,
     now_iso,
@@ -418,14 +419,8 @@ class MemoryStore(ConversationRows, ProcedureRows, SynthesisProgress):
         """Tool calls in insertion order, optionally of one session or after a row id."""
         sql = ("SELECT id, session_id, tool_name, args, result_summary, success, error, "
                "duration_ms, timestamp FROM tool_history")
-        cond: list[str] = []
-        params: list[Any] = []
-        if session_id is not None:
-            cond.append("session_id = ?")
-            params.append(session_id)
-        if after_id is not None:
-            cond.append("id > ?")
-            params.append(after_id)
+        cond, params = _filters(session=("session_id = ?", session_id),
+                                after=("id > ?", after_id))
         if cond:
             sql += " WHERE " + " AND ".join(cond)
         sql += " ORDER BY id"

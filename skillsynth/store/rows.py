@@ -214,3 +214,10 @@ def _in_chunks(values: Iterable[Any], size: int = 500) -> Iterator[tuple[str, li
     for i in range(0, len(vals), size):
         chunk = vals[i:i + size]
         yield ", ".join("?" * len(chunk)), chunk
+
+
+def _filters(**conditions: tuple[str, Any]) -> tuple[list[str], list[Any]]:
+    """The ``WHERE`` terms and parameters of the ``(term, value)`` pairs whose value is set
+    (a ``None`` value means no filter on that column)."""
+    set_ = [(term, value) for term, value in conditions.values() if value is not None]
+    return [t for t, _ in set_], [v for _, v in set_]
