@@ -222,7 +222,7 @@ class _Loop:
     """One run's running state (mutable, private to :func:`run_agent`)."""
 
     offered: list[str]
-    nudges_left: int
+    max_nudges: int
     made: list[tuple[str, str]] = field(default_factory=list)
     transcript: list[Turn] = field(default_factory=list)
     termination: Termination | None = None
@@ -289,7 +289,7 @@ def _answered(loop: _Loop, messages: list[dict[str, Any]], answer: str,
     loop.answer = answer
     loop.transcript.append(Turn("answer", content=answer, timestamp=now_iso()))
     if user is None:
-        if loop.nudges_left <= loop.nudges:
+        if loop.nudges >= loop.max_nudges:
             loop.termination = "agent-stop"
             return
         loop.nudges += 1

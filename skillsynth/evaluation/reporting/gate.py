@@ -32,7 +32,8 @@ from ..sweeps.summary import PointEntry, SweepSummary
 from .verdict import UNDECIDED, run_control, verdict_points
 from .verdict import verdict as verdict_rows
 
-__all__ = ["PARAMS", "PROTOCOL_DEFAULTS", "GateCheck", "gate", "gate_checks", "write_baseline"]
+__all__ = ["PARAMS", "PROTOCOL_DEFAULTS", "GateCheck", "gate", "gate_checks", "settings_of",
+           "write_baseline"]
 
 #: The thresholds a sweep's grid varies (a baseline entry matches on them).
 PARAMS = ("similarity_tau", "min_occurrences", "max_recall_body_chars")
@@ -75,9 +76,15 @@ def _load_baseline(path: str | Path) -> dict[str, Any]:
 PROTOCOL_DEFAULTS = {k: PointOptions.defaults()[k] for k in PROTOCOL_KEYS}
 
 
+def settings_of(point: PointEntry) -> dict[str, Any]:
+    """A point's strategy, thresholds and protocol settings, the protocol's defaults filled in
+    (what baselines match on and what reports compare points by)."""
+    return {"strategy": point.strategy, **point.params, **PROTOCOL_DEFAULTS, **point.protocol}
+
+
 def _matches(point: PointEntry, match: Mapping[str, Any]) -> bool:
     """An entry that names no protocol settings holds the default protocol's points only."""
-    have = {"strategy": point.strategy, **point.params, **PROTOCOL_DEFAULTS, **point.protocol}
+    have = settings_of(point)
     return all(have.get(k) == v for k, v in (PROTOCOL_DEFAULTS | dict(match)).items())
 
 

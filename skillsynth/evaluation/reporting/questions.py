@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ...errors import EvaluationError
 from ..point.metrics import KPI, MIN_FAMILIES
 from ..sweeps.summary import PointEntry, PointLike, PointT, SweepSummary, as_entry
-from .gate import PROTOCOL_DEFAULTS
+from .gate import settings_of
 from .verdict import GAIA_DEFAULTS, KPILike, gaia_default_point, recommend
 
 if TYPE_CHECKING:
@@ -137,17 +137,13 @@ def gaia_shipped_point(points: Sequence[PointT]) -> PointT | None:
     return (rolling or found)[0][0] if found else None
 
 
-def _settings(p: Point) -> dict[str, Any]:
-    return {**p.params, **PROTOCOL_DEFAULTS, **p.protocol}
-
-
 def _twin(point: Point | None, points: Sequence[Point], **changes: Any) -> Point | None:
     """The point that differs from ``point`` in ``changes`` only."""
     if point is None:
         return None
-    want = _settings(point) | changes
+    want = settings_of(point) | changes
     return next((p for p in points if p.strategy == point.strategy
-                 and _settings(p) == want), None)
+                 and settings_of(p) == want), None)
 
 
 def _other_tau(point: Point | None, points: Sequence[Point]) -> Point | None:
@@ -155,9 +151,9 @@ def _other_tau(point: Point | None, points: Sequence[Point]) -> Point | None:
     if point is None:
         return None
     taus = ("similarity_tau", "recall_tau", "reconcile_tau")
-    mine = {k: v for k, v in _settings(point).items() if k not in taus}
+    mine = {k: v for k, v in settings_of(point).items() if k not in taus}
     return next((q for q in points if q.id != point.id and q.strategy == point.strategy
-                 and {k: v for k, v in _settings(q).items() if k not in taus} == mine), None)
+                 and {k: v for k, v in settings_of(q).items() if k not in taus} == mine), None)
 
 
 def _cell(p: Point | None, main: str, *extra: tuple[str, str]) -> str:
@@ -211,8 +207,8 @@ def _take_whole(g: Point | None, b: Point | None, s: Point | None, w: Point | No
 
 def _subject(g: Point | None, s: Point | None) -> tuple[Point | None, str]:
     """GAIA's own pass where it stored procedures, else skillsynth at GAIA's defaults."""
-    if s is not None and (_k(s, "procedures_per_family") or KPI("", None, None, None, 0,
-                                                                  "")).n > 0:
+    stored = _k(s, "procedures_per_family")
+    if s is not None and stored is not None and stored.n > 0:
         return s, "GAIA's own pass"
     if s is not None:
         return g, "GAIA's defaults (GAIA's own pass stored no procedure)"
@@ -361,9 +357,9 @@ def _label_points(points: Sequence[Point], issue: Issue) -> list[tuple[str, Poin
     out: list[tuple[str, Point]] = []
     for label, p in primaries:
         out.append((label, p))
-        mine, variant = _settings(p), 0
+        mine, variant = settings_of(p), 0
         for q in points:
-            theirs = _settings(q)
+            theirs = settings_of(q)
             if q.id in seen or q.strategy != p.strategy or any(
                     mine.get(k) != theirs.get(k) for k in set(mine) | set(theirs)
                     if k not in issue.vary):
@@ -375,7 +371,7 @@ def _label_points(points: Sequence[Point], issue: Issue) -> list[tuple[str, Poin
 
 
 def _describe_settings(p: Point) -> str:
-    s = _settings(p)
+    s = settings_of(p)
     keys = ("similarity_tau", "recall_tau", "min_occurrences", "max_recall_body_chars",
             "max_distill_calls_per_pass", "protocol", "recall_cut")
     return ", ".join(f"{k} {s[k]}" for k in keys if s.get(k) is not None)

@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..point.metrics import KPI
 from ..sweeps.summary import PointEntry, PointLike, as_entry
-from .gate import PROTOCOL_DEFAULTS
+from .gate import settings_of
 
 __all__ = ["VERIFY_KEYS", "verification_table", "verify_twin"]
 
@@ -28,16 +28,12 @@ _BOTH = ("recall_hit_rate", "recall_precision", "share_made_worse", "step_reduct
 _OWN = ("verified_share", "verify_calls_per_verified", "verify_seconds_per_verified")
 
 
-def _settings(p: PointEntry) -> dict[str, Any]:
-    return {"strategy": p.strategy, **p.params, **PROTOCOL_DEFAULTS, **p.protocol}
-
-
 def verify_twin(point: PointLike, points: Sequence[PointLike]) -> PointEntry | None:
     """The ``verify: none`` point with ``point``'s other settings, if the run has it."""
     p = as_entry(point)
-    mine = {k: v for k, v in _settings(p).items() if k not in VERIFY_KEYS}
+    mine = {k: v for k, v in settings_of(p).items() if k not in VERIFY_KEYS}
     for q in (as_entry(x) for x in points):
-        theirs = _settings(q)
+        theirs = settings_of(q)
         if q.id != p.id and theirs.get("verify", "none") == "none" and \
                 {k: v for k, v in theirs.items() if k not in VERIFY_KEYS} == mine:
             return q
@@ -58,7 +54,7 @@ def verification_table(points: Sequence[PointLike]) -> pd.DataFrame:
     and verification's share and cost. Empty when no point verifies."""
     recs = []
     for p in (as_entry(x) for x in points):
-        rule = _settings(p).get("verify", "none")
+        rule = settings_of(p).get("verify", "none")
         if rule == "none":
             continue
         twin = verify_twin(p, points)
