@@ -278,6 +278,11 @@ def test_live_controls_on_the_replay_world_give_graded_kpis_and_a_checked_inert_
     assert (k["live_gold_actions_matched_memory"].value,
             k["live_gold_actions_matched_no_memory"].value,
             k["live_gold_actions_matched_change"].value) == (1.0, 0.0, 1.0)
+    assert k["live_sensitivity_progress"].value == 1.0
+    # each live row carries its run's share, which the report pairs across points
+    live = [r for r in res.rows if r.steps_method == "live"]
+    assert sorted((r.arm, r.gold_matched) for r in live) == \
+        [("memory", 1.0)] * 3 + [("no-memory", 0.0)] * 3
     # the replay world answers the invoice probe's search as its own recording did first
     # (the timeout): 1 of its 3 calls failed; the other probes' calls all succeeded
     assert k["live_failed_call_rate_memory"].value == pytest.approx((1 / 3 + 0 + 0) / 3)

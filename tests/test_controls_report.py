@@ -54,13 +54,13 @@ def test_gain_recovered_pairs_the_three_arms_per_probe():
     design = [1] * 6 + [0] * 6
     rows = pd.DataFrame(_rows("s", "no-memory", none) + _rows("s", "memory", design)
                         + _rows("o", "no-memory", none) + _rows("o", "memory", oracle))
-    k = gain_recovered(rows, {"id": "s"}, {"id": "o"}, live=True)
+    k = gain_recovered(rows, {"id": "s"}, {"id": "o"}, basis="success")
     # (6 - 2) / (10 - 2) = 0.5, worked by hand
     assert k.value == 0.5 and k.n == 12 and k.lo is not None and k.lo < 0.5 < k.hi
     # an oracle that gains nothing: the ratio is not measured, and says why
     rows = pd.DataFrame(_rows("s", "no-memory", none) + _rows("s", "memory", design)
                         + _rows("o", "memory", none))
-    k = gain_recovered(rows, {"id": "s"}, {"id": "o"}, live=True)
+    k = gain_recovered(rows, {"id": "s"}, {"id": "o"}, basis="success")
     assert k.value is None and "does not exclude 0" in k.note
 
 
@@ -71,3 +71,42 @@ def test_the_controls_table_orders_the_arms_from_lower_to_upper_bound():
     table = controls_table(points, pd.DataFrame())
     assert list(table["strategy"]) == ["mismatched", "skillsynth", "oracle-args"]
     assert table.loc[2, "live_success_change"] == "0.30 [0.10, 0.50] n=30"
+
+
+def test_graded_progress_is_judged_against_the_oracles_change_in_it():
+    live = {"live_success_change": FLAT, "live_step_reduction": FLAT}
+    synth = _pt("s", "skillsynth", live_gold_actions_matched_change=GOOD,
+                live_failed_call_rate_change=FLAT, **live)
+    # an oracle point summarised before the sensitivity KPI existed: its own change is read
+    oracle = _pt("o", "oracle", live_gold_actions_matched_change=GOOD, **live)
+    rows = {r.criterion: r for r in verdict(synth, run_control([synth, oracle], synth))}
+    progress = rows["Graded progress (beside #887)"]
+    assert progress.status == "PASS" and "separates from none" in progress.note
+    assert "live_failed_call_rate_change 0.02" in progress.note
+    # the binary reward's control is flat, so the success rows read INSENSITIVE meanwhile
+    assert rows["No harm"].status == "INSENSITIVE"
+    flat = _pt("o", "oracle", live_sensitivity_progress=FLAT, **live)
+    rows = {r.criterion: r for r in verdict(synth, run_control([synth, flat], synth))}
+    assert rows["Graded progress (beside #887)"].status == "INSENSITIVE"
+    # a replay-only point has no progress row at all
+    replay = _pt("r", "skillsynth", step_reduction=GOOD)
+    assert "Graded progress (beside #887)" not in {r.criterion for r in verdict(replay)}
+
+
+def test_gain_recovered_on_graded_progress_reads_each_runs_gold_share():
+    # 12 probes in 6 families, success 0 everywhere: the share of gold actions done moves
+    def rows(point, arm, shares):
+        return [dict(r, gold_matched=g) for r, g in
+                zip(_rows(point, arm, [0] * len(shares)), shares, strict=True)]
+    none = [0.0] * 12
+    oracle = [0.5] * 12
+    design = [0.25] * 6 + [0.0] * 6
+    table = pd.DataFrame(rows("s", "no-memory", none) + rows("s", "memory", design)
+                         + rows("o", "no-memory", none) + rows("o", "memory", oracle))
+    k = gain_recovered(table, {"id": "s"}, {"id": "o"}, basis="progress")
+    # (0.125 - 0) / (0.5 - 0) = 0.25, worked by hand
+    assert k.name == "oracle_gain_recovered_progress" and abs(k.value - 0.25) < 1e-9
+    assert gain_recovered(table, {"id": "s"}, {"id": "o"}, basis="success").value is None
+    # rows written before graded progress existed: nothing to pair
+    assert gain_recovered(table.drop(columns="gold_matched"), {"id": "s"}, {"id": "o"},
+                          basis="progress").n == 0

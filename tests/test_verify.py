@@ -152,6 +152,23 @@ def test_world_tries_own_member_tasks_in_fresh_episodes_and_applies_the_threshol
     assert one.tries[0].detail["steps"] == 2 and one.tries[0].detail["calls"]
 
 
+def test_the_median_rule_also_needs_a_try_within_the_members_median_calls():
+    task_of = {"s1": "t1", "s3": "t3"}
+    agent = FakeScriptedAgent([("find", {})], guided=[("find", {}), ("book", {})])
+    # the guided try wins in 2 calls; members made 2 and 3 calls (median 2.5): passes
+    slow = _cluster(_seq("s1", "find", "book"), _seq("s3", "find", "find", "book"))
+    v = WorldVerifier(agent, _World(), task_of, Thresholds(), 2, 1.0, step_limit=4,
+                      calls="median")(_skill("find", "book"), slow)
+    assert v.verified and v.tries[0].detail["median_member_calls"] == 2.5
+    assert "within 2.5 calls" in v.reason
+    # members that did it in one call each (median 1): the same winning tries fail the rule
+    fast = _cluster(_seq("s1", "book"), _seq("s3", "book"))
+    v = WorldVerifier(agent, _World(), task_of, Thresholds(), 2, 0.5, step_limit=4,
+                      calls="median")(_skill("find", "book"), fast)
+    assert not v.verified and [t.ok for t in v.tries] == [False, False]
+    assert "0 of 2 tries succeeded within 1 calls" in v.reason
+
+
 def test_a_model_outage_while_verifying_raises_rather_than_rejects():
     class Down(FakeChatModel):
         def chat(self, messages, **kw):
@@ -344,13 +361,16 @@ def test_verify_options_are_checked():
     from skillsynth.errors import ConfigError
     from skillsynth.evaluation.point.options import PointOptions
 
-    assert {"verify", "verify_tasks", "verify_min_success"} <= set(PointOptions.sweepable())
+    assert {"verify", "verify_tasks", "verify_min_success", "verify_calls"} <= \
+        set(PointOptions.sweepable())
     for bad in ({"verify": "maybe"}, {"verify_tasks": 0}, {"verify_min_success": 0.0},
                 {"verify_min_success": 1.5}, {"verify": "trace", "strategy": "none"},
+                {"verify": "trace", "verify_calls": "median"}, {"verify_calls": "mean"},
                 {"verify": "trace", "strategy": "oracle"}):
         with pytest.raises(ConfigError) as err:
             PointOptions(**bad)
-        assert err.value.key in ("verify", "verify_tasks", "verify_min_success")
+        assert err.value.key in ("verify", "verify_tasks", "verify_min_success",
+                                 "verify_calls")
     assert PointOptions(verify="trace", strategy="gaia-greedy").verify == "trace"
     assert PointOptions(verify="trace", strategy="inert").verify == "trace"
     from skillsynth.store import installed_gaia_version

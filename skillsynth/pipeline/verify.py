@@ -24,6 +24,7 @@ import hashlib
 import json
 import re
 import sqlite3
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -34,13 +35,19 @@ from .cluster import Cluster
 from .detect import SessionSequence
 from .skill import Skill
 
-__all__ = ["VERIFY_RULES", "Attempt", "RejectedRecord", "TraceVerifier", "Verdict",
-           "Verifier", "VerifyRule", "candidate_key", "held_out", "procedure_tools",
+__all__ = ["VERIFY_CALLS", "VERIFY_RULES", "Attempt", "RejectedRecord", "TraceVerifier", "Verdict",
+           "Verifier", "VerifyCalls", "VerifyRule", "candidate_key", "held_out",
+           "median_member_calls", "procedure_tools",
            "realisable", "threshold_verdict", "verify_path_for"]
 
 VerifyRule = Literal["none", "world", "trace"]
 #: ``none`` is GAIA's behaviour: every distilled procedure is activated.
 VERIFY_RULES: tuple[VerifyRule, ...] = ("none", "world", "trace")
+#: What else a ``world`` try must show besides the world's success: nothing, or no more
+#: tool calls than the median of its cluster's member sessions (a procedure that works but
+#: makes the agent slower than the runs it was distilled from saves nothing).
+VerifyCalls = Literal["none", "median"]
+VERIFY_CALLS: tuple[VerifyCalls, ...] = ("none", "median")
 
 _STEP_RE = re.compile(r"^\s*\d+[.)]\s+(.*)$")
 _EDGE_RE = re.compile(r"^##\s+edge cases\s*$", re.MULTILINE | re.IGNORECASE)
@@ -86,18 +93,25 @@ class Verifier(Protocol):
 
 
 def threshold_verdict(rule: str, tries: Sequence[Attempt], min_success: float, *,
-                      model_calls: int = 0, cache_hits: int = 0) -> Verdict:
+                      model_calls: int = 0, cache_hits: int = 0,
+                      passed_means: str = "succeeded") -> Verdict:
     """Verified when at least ``min_success`` (a share in (0, 1]) of ``tries`` passed.
 
     No try at all (no member task could be run) is a rejection: nothing was shown to work.
+    ``passed_means`` says in the reason what a passing try showed.
     """
     passed = sum(t.ok for t in tries)
     if not tries:
         return Verdict(rule, False, "no member task could be tried", (), model_calls,
                        cache_hits)
     ok = passed / len(tries) >= min_success
-    return Verdict(rule, ok, f"{passed} of {len(tries)} tries succeeded (at least "
+    return Verdict(rule, ok, f"{passed} of {len(tries)} tries {passed_means} (at least "
                    f"{min_success:g} needed)", tuple(tries), model_calls, cache_hits)
+
+
+def median_member_calls(cluster: Cluster) -> float:
+    """The median number of tool calls of ``cluster``'s member sessions (``VerifyCalls``)."""
+    return float(statistics.median(len(m.calls) for m in cluster.members))
 
 
 def procedure_tools(skill: Skill) -> tuple[str, ...]:

@@ -22,7 +22,7 @@ from ...errors import EvaluationError
 from .controls import POSITIVE, GoldAction, GoldSource, first_write_at, gold_share_matched
 from .metrics import KPI, MIN_FAMILIES, N_BOOT, ProbeResult, bootstrap_interval, mean_kpi
 
-__all__ = ["SHOW_CHARS", "Divergence", "InertCheck", "control_kpis", "controls_summary",
+__all__ = ["SENSITIVITY", "SHOW_CHARS", "Divergence", "InertCheck", "control_kpis", "controls_summary",
            "graded_kpis", "inert_check", "oracle_gain_recovered"]
 
 #: Characters of each side a divergence shows.
@@ -207,6 +207,13 @@ def graded_kpis(runs: Sequence[Mapping[str, Any]], gold: GoldSource,
     return out
 
 
+#: A positive control's sensitivity KPIs and the point KPI each one is (oracle minus none).
+SENSITIVITY = {"replay_sensitivity_steps": "step_reduction",
+               "live_sensitivity_success": "live_success_change",
+               "live_sensitivity_steps": "live_step_reduction",
+               "live_sensitivity_progress": "live_gold_actions_matched_change"}
+
+
 def control_kpis(control: str | None, rows: Sequence[ProbeResult], kpis: Mapping[str, KPI],
                  runs: Sequence[Mapping[str, Any]], gold: GoldSource | None, *,
                  seed: int = 0, n_boot: int = N_BOOT) -> tuple[dict[str, KPI],
@@ -217,15 +224,14 @@ def control_kpis(control: str | None, rows: Sequence[ProbeResult], kpis: Mapping
     ``step_reduction`` (the replay estimate, paired: oracle arm against none), and on live
     points ``live_sensitivity_success`` and ``live_sensitivity_steps`` are its
     ``live_success_change`` and ``live_step_reduction`` (the same definitions and intervals,
-    read under the names a verdict looks for). ``inert``: ``inert_identical``, the share
+    read under the names a verdict looks for), and ``live_sensitivity_progress`` its
+    ``live_gold_actions_matched_change`` (graded progress). ``inert``: ``inert_identical``, the share
     of pairs identical (n pairs; no interval: a check). Every live point with gold actions
     gets :func:`graded_kpis`.
     """
     out: dict[str, KPI] = {}
     if control in POSITIVE:
-        for src, name in (("step_reduction", "replay_sensitivity_steps"),
-                          ("live_success_change", "live_sensitivity_success"),
-                          ("live_step_reduction", "live_sensitivity_steps")):
+        for name, src in SENSITIVITY.items():
             if src in kpis:
                 out[name] = dataclasses.replace(kpis[src], name=name)
     check = None
@@ -237,6 +243,9 @@ def control_kpis(control: str | None, rows: Sequence[ProbeResult], kpis: Mapping
         family_of = {r.probe_session: r.family for r in rows}
         out.update({k.name: k for k in graded_kpis(runs, gold, family_of, seed=seed,
                                                    n_boot=n_boot)})
+        if control in POSITIVE and SENSITIVITY["live_sensitivity_progress"] in out:
+            out["live_sensitivity_progress"] = dataclasses.replace(
+                out[SENSITIVITY["live_sensitivity_progress"]], name="live_sensitivity_progress")
     return out, check
 
 

@@ -26,6 +26,7 @@ from ..live.agent import AgentRun, run_agent
 from ..live.user_sim import UserSimulator
 from ..live.worlds import ReplayWorld, World, get_world
 from ..strategies import Recaller
+from .controls import GoldSource, gold_share_matched
 from .metrics import ProbeResult
 from .split import Split
 
@@ -114,13 +115,15 @@ def live_world(cfg: LiveConfig, store: MemoryStore, recorded: Sequence[ToolCall]
 def live_rows(cfg: LiveConfig, llm: ChatModel, world: World, task_of: Mapping[str, str],
                replay: Sequence[ProbeResult], recaller: Recaller, th: Thresholds,
                runs_file: Path, progress: bool, user: ChatModel | None = None,
-               rerun_empty: bool = False) -> list[ProbeResult]:
+               rerun_empty: bool = False, gold: GoldSource | None = None
+               ) -> list[ProbeResult]:
     """Both arms of every probe under the live agent, ``repeats`` runs each.
 
     One row per probe, arm and repeat (``steps_method`` live); every run's full record
     (calls, results, answer, the world's score) goes to ``runs_file``. With nothing
     recalled the memory arm is the no-memory run, unless ``rerun_empty`` (the inert
-    control: that second run is what its check compares).
+    control: that second run is what its check compares). ``gold``: each row's
+    ``gold_matched`` (graded progress, paired across points by the report).
     """
     specs, policy = world.tool_specs(), world.policy() if cfg.policy else ""
     solo = cfg.world != "replay"
@@ -152,7 +155,9 @@ def live_rows(cfg: LiveConfig, llm: ChatModel, world: World, task_of: Mapping[st
                                          **run.as_dict()}, ensure_ascii=False,
                                         default=str) + "\n")
                     fh.flush()  # a run's record is on disk as soon as the run is done
-                    out.append(_live_row(r, arm, run, block, rep, world.name))
+                    matched = None if gold is None else gold_share_matched(
+                        gold.actions(r.probe_session), run.calls)
+                    out.append(_live_row(r, arm, run, block, rep, world.name, matched))
     return out
 
 
@@ -164,7 +169,7 @@ def _user(user: ChatModel | None, world: World, task_id: str, rep: int
 
 
 def _live_row(r: ProbeResult, arm: str, run: AgentRun, block: str, rep: int,
-              world: str) -> ProbeResult:
+              world: str, gold_matched: float | None) -> ProbeResult:
     mem = arm == "memory"
     return ProbeResult(
         strategy=r.strategy, arm=arm, probe_session=r.probe_session,  # type: ignore[arg-type]
@@ -176,4 +181,5 @@ def _live_row(r: ProbeResult, arm: str, run: AgentRun, block: str, rep: int,
         tokens=run.tokens, llm_calls=run.llm_calls, cache_hits=run.cache_hits,
         wall_s=run.wall_s, failed_calls=run.failed_calls, turns=run.turns,
         prompt_tokens=run.prompt_tokens, completion_tokens=run.completion_tokens,
-        reward=run.reward, termination=run.termination, repeat=rep, world=world)
+        reward=run.reward, termination=run.termination, repeat=rep, world=world,
+        gold_matched=gold_matched)

@@ -92,6 +92,8 @@ class ProbeResult:
             active procedure of its own family, and of another family, under the point's
             recall key (a diagnostic of where recall's tau should sit; keyword strategies
             are diagnosed by when_to_use; None when there is no such procedure).
+        gold_matched: live runs: the share of the task's gold actions the run executed
+            (tau2's per-action check; None without gold actions).
         seen_task: another attempt at the probe's own task was in the history it was
             recalled against (always so under the ``task`` family rule; under ``tools`` a
             seen task means the goal was not new). None: unknown (no task id).
@@ -126,6 +128,7 @@ class ProbeResult:
     repeat: int = 0
     world: str | None = None
     seen_task: bool | None = None
+    gold_matched: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready (one line of ``results.jsonl``)."""

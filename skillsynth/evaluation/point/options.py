@@ -24,7 +24,7 @@ from ...pipeline.cluster import RateDefinition
 from ...pipeline.distill import DistillMode
 from ...pipeline.inject import RECALL_CUTS, RecallCut
 from ...pipeline.recall import RECALL_KEYS, RecallKey
-from ...pipeline.verify import VERIFY_RULES, VerifyRule
+from ...pipeline.verify import VERIFY_CALLS, VERIFY_RULES, VerifyCalls, VerifyRule
 from ..strategies import STRATEGIES, get_strategy
 from .metrics import N_BOOT
 from .rolling import CADENCE_UNITS, CadenceUnit
@@ -102,6 +102,10 @@ class PointOptions:
                              sweep=True)
     verify_min_success: float = _opt(0.5, "verify world: the share of tries that must "
                                      "succeed, in (0, 1]", sweep=True)
+    verify_calls: VerifyCalls = _opt("none", "verify world: what else a try must show: none, "
+                                     "or median (no more tool calls than the median of the "
+                                     "candidate's member sessions)", choices=VERIFY_CALLS,
+                                     sweep=True)
     tasks: tuple[str, ...] | None = _opt(None, "only probes of these task ids run live "
                                          "(None: every probe)")
 
@@ -123,6 +127,10 @@ class PointOptions:
         if not 0 < self.verify_min_success <= 1:
             raise ConfigError(f"verify_min_success must be in (0, 1], got "
                               f"{self.verify_min_success}", key="verify_min_success")
+        if self.verify_calls != "none" and self.verify != "world":
+            raise ConfigError(f"verify_calls {self.verify_calls} counts a live try's calls "
+                              f"and applies to verify: world only, got verify: {self.verify}",
+                              key="verify_calls")
         if self.verify != "none" and strategy.method is None:
             raise ConfigError(f"strategy {self.strategy} distils nothing, so there is "
                               "nothing to verify; use verify: none", key="verify")

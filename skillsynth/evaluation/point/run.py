@@ -378,7 +378,7 @@ def _strict(cfg: EvalConfig, strategy: Strategy, llm: ChatModel, embedder: Embed
                                                     goals, split)
             rows += live_rows(cfg, llm, world, task_of, rows, view.recaller, th,
                               out / "runs.jsonl", progress, user,
-                              rerun_empty=strategy.runs_empty_memory_arm)
+                              rerun_empty=strategy.runs_empty_memory_arm, gold=gold)
             live_info["user_model"] = (model_of(user) or {}).get("model")
             timings["live"] = round(time.perf_counter() - t_live, 4)
         with _stage(timings, "floors"):

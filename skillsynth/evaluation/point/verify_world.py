@@ -24,7 +24,15 @@ from ...pipeline.cluster import Cluster
 from ...pipeline.inject import RecallCut
 from ...pipeline.skill import Skill
 from ...pipeline.synthesize import PassReport
-from ...pipeline.verify import Attempt, TraceVerifier, Verdict, Verifier, threshold_verdict
+from ...pipeline.verify import (
+    Attempt,
+    TraceVerifier,
+    Verdict,
+    Verifier,
+    VerifyCalls,
+    median_member_calls,
+    threshold_verdict,
+)
 from ...protocols import ChatModel
 from ..live.agent import run_agent
 from ..live.user_sim import UserSimulator
@@ -53,6 +61,9 @@ def task_ids_in_world(world: World, labels: Mapping[str, SessionLabel]) -> dict[
 class WorldVerifier:
     """Tries a candidate on up to ``tasks`` distinct member tasks (cluster order).
 
+    ``calls``: ``median`` passes a try only when it also used no more tool calls than the
+    median of the cluster's member sessions (issue 25's optional rule).
+
     A try that ends on a model error raises :class:`~skillsynth.errors.LLMUnavailable`: an
     outage must skip the pass, not reject every candidate.
     """
@@ -67,6 +78,7 @@ class WorldVerifier:
     policy: bool = True
     recall_cut: RecallCut = "raw"
     user: ChatModel | None = None
+    calls: VerifyCalls = "none"
     rule: str = "world"
 
     def __call__(self, skill: Skill, cluster: Cluster) -> Verdict:
@@ -79,6 +91,7 @@ class WorldVerifier:
         policy = self.world.policy() if self.policy else ""
         tries: list[Attempt] = []
         calls = hits = 0
+        limit = median_member_calls(cluster) if self.calls == "median" else None
         for task, sid in todo.items():
             user = None if self.user is None else UserSimulator(
                 self.user, self.world.task(task).instructions, seed=0)
@@ -88,9 +101,14 @@ class WorldVerifier:
             if run.termination == "model-error":
                 raise LLMUnavailable(f"verifying {skill.name} on task {task}: {run.error}")
             calls, hits = calls + run.llm_calls, hits + run.cache_hits
-            tries.append(Attempt(sid, run.success is True, task, _detail(run.as_dict())))
+            ok = run.success is True and (limit is None or run.steps <= limit)
+            detail = _detail(run.as_dict()) | ({} if limit is None
+                                                else {"median_member_calls": limit})
+            tries.append(Attempt(sid, ok, task, detail))
         return threshold_verdict(self.rule, tries, self.min_success, model_calls=calls,
-                                 cache_hits=hits)
+                                 cache_hits=hits, passed_means="succeeded" if limit is None
+                                 else f"succeeded within {limit:g} calls (the members' "
+                                 "median)")
 
 
 def _detail(run: Mapping[str, Any]) -> dict[str, Any]:
@@ -122,7 +140,7 @@ def point_verifier(cfg: PointOptions, llm: ChatModel, labels: Mapping[str, Sessi
         raise ConfigError(f"verify: world found no labelled session whose task is a task of "
                           f"{world.name}", key="verify")
     return WorldVerifier(llm, world, task_of, config, cfg.verify_tasks, cfg.verify_min_success,
-                         cfg.step_limit, cfg.policy, cfg.recall_cut, user)
+                         cfg.step_limit, cfg.policy, cfg.recall_cut, user, cfg.verify_calls)
 
 
 def verify_kpis(reports: Sequence[PassReport]) -> list[KPI]:

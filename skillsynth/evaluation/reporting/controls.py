@@ -4,13 +4,14 @@ An effect means something only beside the arms that bound it: the no-memory arm 
 point pairs with it), the mismatched control (a confidently wrong recall), and the positive
 controls (the ideal procedure, without and with the gold arguments). :func:`controls_table`
 puts a run's points side by side in that order; :func:`gain_recovered` is the share of the
-oracle's gain a design recovers on the same probes (METHODS.md 2b).
+oracle's gain a design recovers on the same probes (METHODS.md 2b), on live success (or the
+replay estimate) and, where the runs were scored against gold actions, on graded progress.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import pandas as pd
 
@@ -30,35 +31,46 @@ _SHOWN = ("live_success_change", "live_step_reduction", "live_gold_actions_match
           "inert_identical")
 
 
-def _per_probe(rows: pd.DataFrame, point: str, arm: str, live: bool) -> dict[str, float]:
-    """Each probe's figure in one arm of one point: the live success rate over its repeats,
-    or the replay estimate's step reduction."""
+#: What a gain is measured on: live success, live graded progress (the share of the task's
+#: gold actions executed; rows written before it have none), or the replay estimate.
+Basis = Literal["success", "progress", "replay"]
+
+
+def _per_probe(rows: pd.DataFrame, point: str, arm: str, basis: Basis) -> dict[str, float]:
+    """Each probe's figure in one arm of one point: the live success rate or graded progress
+    over its repeats, or the replay estimate's step reduction."""
     sel = rows[(rows["point"] == point) & (rows["arm"] == arm)]
-    if live:
-        sel = sel[(sel["steps_method"] == "live") & sel["success"].notna()]
-        return {str(k): float(v) for k, v in sel.groupby("probe_session")["success"].mean()
+    if basis != "replay":
+        col = "success" if basis == "success" else "gold_matched"
+        if col not in sel:
+            return {}
+        sel = sel[(sel["steps_method"] == "live") & sel[col].notna()]
+        return {str(k): float(v) for k, v in sel.groupby("probe_session")[col].mean()
                 .items()}
     sel = sel[(sel["steps_method"] != "live") & (sel["steps_recorded"] > 0)]
     red = (sel["steps_recorded"] - sel["steps"]) / sel["steps_recorded"]
     return {str(k): float(v) for k, v in red.groupby(sel["probe_session"]).mean().items()}
 
 
-def gain_recovered(rows: pd.DataFrame, point: PointLike, control: PointLike, *, live: bool,
-                   seed: int = 0) -> KPI:
+def gain_recovered(rows: pd.DataFrame, point: PointLike, control: PointLike, *,
+                   basis: Basis, seed: int = 0) -> KPI:
     """(design - none) / (oracle - none) on the probes both points ran, paired per probe
-    (live success where ``live``, else the replay estimate's step reduction), families
-    resampled jointly; NOT MEASURED where the oracle's gain may be nothing."""
+    (on ``basis``), families resampled jointly; NOT MEASURED where the oracle's gain may be
+    nothing."""
     pid, cid = as_entry(point).id, as_entry(control).id
-    none = _per_probe(rows, pid, "no-memory", live)
-    design = _per_probe(rows, pid, "memory", live)
-    oracle = _per_probe(rows, cid, "memory", live)
+    none = _per_probe(rows, pid, "no-memory", basis)
+    design = _per_probe(rows, pid, "memory", basis)
+    oracle = _per_probe(rows, cid, "memory", basis)
     probes = sorted(set(none) & set(design) & set(oracle))
     fam = rows.drop_duplicates("probe_session").set_index("probe_session")["family"]
     return oracle_gain_recovered([none[p] for p in probes], [design[p] for p in probes],
                                  [oracle[p] for p in probes],
                                  [str(fam.get(p, p)) for p in probes], seed=seed,
-                                 name="oracle_gain_recovered_live" if live else
-                                 "oracle_gain_recovered_replay")
+                                 name=_GAIN_NAME[basis])
+
+
+_GAIN_NAME = {"success": "oracle_gain_recovered_live", "replay": "oracle_gain_recovered_replay",
+              "progress": "oracle_gain_recovered_progress"}
 
 
 def _fmt(k: KPI | None) -> str:
@@ -79,13 +91,20 @@ def controls_table(points: Sequence[PointLike], rows: pd.DataFrame) -> pd.DataFr
     for p in sorted(entries, key=lambda p: (order.get(p.strategy or "", len(order)), p.id)):
         rec: dict[str, Any] = {"strategy": p.strategy, "point": p.id}
         rec |= {name: _fmt(p.kpi(name)) for name in _SHOWN}
-        gain = "-"
+        gain = progress = "-"
         if control is not None and p.strategy not in (*POSITIVE_CONTROLS, "inert") \
                 and not rows.empty and "point" in rows:
             change = p.kpi("live_success_change")
             live = bool(change is not None and change.n)
-            k = gain_recovered(rows, p, control, live=live)
-            gain = _fmt(k) if k.value is not None else (k.note or "not measured")
+            gain = _gain(gain_recovered(rows, p, control, basis="success" if live else "replay"))
+            if live and "gold_matched" in rows:
+                progress = _gain(gain_recovered(rows, p, control, basis="progress"))
         rec["oracle_gain_recovered"] = gain
+        rec["oracle_gain_recovered_progress"] = progress
         recs.append(rec)
-    return pd.DataFrame(recs, columns=["strategy", "point", *_SHOWN, "oracle_gain_recovered"])
+    return pd.DataFrame(recs, columns=["strategy", "point", *_SHOWN, "oracle_gain_recovered",
+                                       "oracle_gain_recovered_progress"])
+
+
+def _gain(k: KPI) -> str:
+    return _fmt(k) if k.value is not None else (k.note or "not measured")

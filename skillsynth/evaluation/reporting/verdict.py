@@ -6,7 +6,9 @@ interval, or an interval that holds both a passing and a failing value: :func:`j
 INSENSITIVE (the positive control did not separate from no memory, so the instrument
 could not have shown an effect: :func:`control_check`) or NOT MEASURED (n = 0). Tool-step
 reduction is the live measurement where the point has one, else the replay estimate,
-labelled so. The recommended configuration is the skillsynth point with the best step
+labelled so. A live point with gold actions adds graded progress (the share of the task's
+gold actions executed), read against the oracle's change in it: the effect a binary reward
+hides. The recommended configuration is the skillsynth point with the best step
 reduction that loses no success (ties: fewer probes made worse); GAIA's defaults are the
 point at GAIA's shipped thresholds, when run.
 """
@@ -17,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
+from ..point.control_checks import SENSITIVITY
 from ..point.lumping import LUMPED_SHARE
 from ..point.metrics import KPI, MIN_FAMILIES
 from ..sweeps.summary import PointEntry, PointLike, PointT, as_entry
@@ -45,7 +48,8 @@ UNDECIDED: frozenset[str] = frozenset({"INCONCLUSIVE", "INSENSITIVE"})
 #: no-memory arm, paired per probe (KPIs written by the control arms; absent before them).
 CONTROLS = {"live steps": "live_sensitivity_steps",
             "replay steps": "replay_sensitivity_steps",
-            "live success": "live_sensitivity_success"}
+            "live success": "live_sensitivity_success",
+            "live progress": "live_sensitivity_progress"}
 #: GAIA's shipped synthesis settings (#887): the point a maintainer compares against.
 GAIA_DEFAULTS = {"similarity_tau": 0.82, "min_occurrences": 3, "max_recall_body_chars": 1500}
 #: A KPI, typed or as its JSON dict (what :func:`judge` and :func:`control_check` accept).
@@ -231,8 +235,9 @@ def verdict(point: PointLike, control: tuple[str, PointLike] | None = None
     if control is not None:
         name, cp = control[0], as_entry(control[1])
         for kpi in CONTROLS.values():
-            if kpi not in kpis and kpi in cp.kpis:
-                kpis[kpi] = replace(cp.kpis[kpi], note=f"from the {name} point {cp.id}")
+            got = cp.kpis.get(kpi) or cp.kpis.get(SENSITIVITY[kpi])  # older summaries: the source
+            if kpi not in kpis and got is not None:
+                kpis[kpi] = replace(got, name=kpi, note=f"from the {name} point {cp.id}")
     rows: list[VerdictRow] = []
     rows.append(_row("Auto-synthesis fires", "a procedure exists for families with >= 3 "
                      "similar successes (share of probes > 0)", kpis, "synthesis_fired_rate",
@@ -256,6 +261,8 @@ def verdict(point: PointLike, control: tuple[str, PointLike] | None = None
                      "live_success_change", 0.0, strict=False,
                      basis="live" if n_change else "-", note=worse_note if has_live else "",
                      control=CONTROLS["live success"]))
+    if has_live and "live_gold_actions_matched_change" in kpis:
+        rows.append(_progress(kpis))
     for profile in ("gaia691", "agentskills"):
         v, lo, hi, n = _k(kpis, f"validity_{profile}")
         rows.append(VerdictRow(f"Format validity ({profile})", "100% of synthesized SKILL.md "
@@ -287,6 +294,18 @@ def verdict(point: PointLike, control: tuple[str, PointLike] | None = None
                            "history session", "provenance_integrity", v, lo, hi, n, _all(v, n),
                            "checks"))
     return rows
+
+
+def _progress(kpis: Mapping[str, KPI]) -> VerdictRow:
+    """Graded progress, beside the binary reward (not one of #887's criteria): a small model
+    that never finishes a task can still do more of it with a procedure, and its positive
+    control is the oracle's change in the same KPI."""
+    f = _k(kpis, "live_failed_call_rate_change")
+    note = f"live_failed_call_rate_change {f[0]:.2f} (n={f[3]})" if f[0] is not None else ""
+    return _row("Graded progress (beside #887)", "memory raises the share of the task's gold "
+                "actions the run executes (change > 0)", kpis,
+                "live_gold_actions_matched_change", 0.0, strict=True, basis="live", note=note,
+                control=CONTROLS["live progress"])
 
 
 def _families(kpis: Mapping[str, KPI], name: str) -> int | None:

@@ -21,7 +21,7 @@ from .gate import settings_of
 __all__ = ["VERIFY_KEYS", "verification_table", "verify_twin"]
 
 #: The settings that belong to verification (a twin may differ in these only).
-VERIFY_KEYS = ("verify", "verify_tasks", "verify_min_success")
+VERIFY_KEYS = ("verify", "verify_tasks", "verify_min_success", "verify_calls")
 #: Effects read on both sides of a pair, then verification's own figures.
 _BOTH = ("recall_hit_rate", "recall_precision", "share_made_worse", "step_reduction",
          "live_success_change", "live_step_reduction")

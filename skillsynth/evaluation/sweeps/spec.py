@@ -229,7 +229,8 @@ class Point:
         short = {"similarity_tau": "tau", "min_occurrences": "occ",
                  "max_recall_body_chars": "body", "recall_key": "key-", "rate": "rate-",
                  "recall_cut": "cut-", "protocol": "", "verify": "verify-",
-                 "verify_tasks": "vtasks", "verify_min_success": "vmin"}
+                 "verify_tasks": "vtasks", "verify_min_success": "vmin",
+                 "verify_calls": "vcalls-"}
         swept = dict(self.values) | dict(self.options)
         parts = [self.strategy] + [f"{short.get(k, k)}{v}" for k, v in sorted(swept.items())]
         ident: list[Any] = [self.strategy, dict(self.values), dict(self.base)]
