@@ -321,3 +321,250 @@ def test_distillations_go_through_skillsynths_client_and_call_cache(gaia, tmp_pa
     # first with the lineage's sessions (mail's, then invoice's)
     assert (warm.added, warm.updated, warm.noop) == (1, 1, 0)
     assert len(active) == 1 and active[0].provenance["from_sessions"] == list(MAIL + INVOICE)
+
+
+# ------------------------------------------------------------------ verification
+class FakeVerifier:
+    """FAKE verifier: rejects a cluster holding a session of a family in ``reject``, raises
+    LLMUnavailable for one in ``down``; says it spent two model calls on each try."""
+
+    rule = "fake"
+
+    def __init__(self, reject=(), down=()) -> None:
+        self.reject, self.down = tuple(reject), tuple(down)
+        self.seen: list[tuple[str, tuple[str, ...]]] = []
+
+    def __call__(self, skill, cluster):
+        from skillsynth.errors import LLMUnavailable
+        from skillsynth.pipeline.verify import Verdict
+
+        self.seen.append((skill.name, cluster.session_ids))
+        fams = {s.split("-")[0] for s in cluster.session_ids}
+        if fams & set(self.down):
+            raise LLMUnavailable("FAKE: the verifier's model is down")
+        bad = bool(fams & set(self.reject))
+        return Verdict(self.rule, not bad, "FAKE: " + ("rejected" if bad else "verified"),
+                       model_calls=2, cache_hits=1)
+
+
+def _key(sessions):
+    from types import SimpleNamespace
+
+    from skillsynth.pipeline.verify import candidate_key
+
+    return candidate_key("fake", SimpleNamespace(session_ids=tuple(sessions)))
+
+
+def _rejected(db):
+    from skillsynth.pipeline.verify import RejectedRecord, verify_path_for
+
+    with RejectedRecord(verify_path_for(db), create=False) as rec:
+        return rec.rejected(), rec.keys()
+
+
+def test_a_rejected_procedure_is_withdrawn_recorded_and_its_cluster_left_pending(gaia,
+                                                                                 tmp_path):
+    db = tiny_corpus(tmp_path, attempts=3)
+    shipped, emb, fake = get_strategy("gaia-shipped"), FakeFamilyEmbedder(), \
+        FakeVerifier(reject=("mail",))
+    with MemoryStore.open(db) as s:
+        r = shipped.synthesize(s, FakeGaiaDistiller(), emb, TH, verifier=fake)
+        assert r is not None
+        # GAIA distilled and stored both; verification withdrew mail's row before its mark
+        assert (r.distilled, r.candidates, r.verified, r.rejected, r.added, r.noop) == \
+            (2, 2, 1, 1, 1, 0)
+        assert (r.verify, r.verify_calls, r.verify_cache_hits, r.llm_calls) == ("fake", 4, 2, 2)
+        assert r.verify_seconds >= 0 and r.handed == INVOICE
+        assert ("mail-1,mail-2,mail-3", "verification (fake) rejected it: FAKE: rejected") \
+            in r.skipped
+        (proc,) = s.procedures()
+        assert proc.name == "find-the-invoice-1" and r.procedure_ids == (proc.id,)
+        assert set(s.synthesis_marks(INVOICE + MAIL)) == set(INVOICE)
+        # GAIA's watermark stops below mail-1, the oldest session left unmarked
+        assert r.watermark == "2026-01-01T10:00:00.000000+00:00"
+    rows, keys = _rejected(db)
+    assert keys == {_key(MAIL)} and rows[0]["name"] == "answer-the-mail-1"
+    assert rows[0]["members"] == list(MAIL) and rows[0]["reason"] == "FAKE: rejected"
+    with MemoryStore.open(db) as s:
+        # a later pass sees mail's sessions again (unmarked, above the watermark), clusters
+        # them the same: rejected before, so neither distilled nor tried, nothing written
+        again = shipped.synthesize(s, FakeGaiaDistiller(), emb, TH, verifier=fake)
+        assert again is not None
+        assert (again.sessions, again.qualified, again.rejected_before, again.candidates,
+                again.llm_calls, again.handed, again.left_for_later) == \
+            (3, 1, 1, 0, 0, (), 0)
+        assert len(fake.seen) == 2 and [p.name for p in s.procedures()] == [proc.name]
+        # force tries it again: invoice is a NOOP (not verified), mail rejected once more
+        forced = shipped.synthesize(s, FakeGaiaDistiller(), emb, TH, verifier=fake,
+                                    force=True)
+        assert forced is not None
+        assert (forced.rejected_before, forced.distilled, forced.candidates, forced.rejected,
+                forced.noop, forced.llm_calls) == (0, 2, 1, 1, 1, 2)
+        assert fake.seen[-1] == ("answer-the-mail-1", MAIL)
+        assert [p.name for p in s.procedures()] == [proc.name]
+    assert _rejected(db)[1] == {_key(MAIL)}  # replaced, not duplicated
+
+
+def test_clusters_rejected_before_spend_none_of_gaias_two_distillations(gaia, tmp_path):
+    db = tiny_corpus(tmp_path, attempts=3)
+    shipped, emb = get_strategy("gaia-shipped"), FakeFamilyEmbedder()
+    fake = FakeVerifier(reject=("mail", "jira"))
+    with MemoryStore.open(db) as s:
+        first = shipped.synthesize(s, FakeGaiaDistiller(), emb, TH2, verifier=fake)
+        assert first is not None
+        # GAIA's two distillations go to mail and jira (seed order), both rejected
+        assert (first.qualified, first.rejected, first.left_for_later, first.handed) == \
+            (3, 2, 1, ())
+        # the next pass holds both back before clustering: invoice gets a distillation
+        llm = FakeGaiaDistiller()
+        second = shipped.synthesize(s, llm, emb, TH2, verifier=fake)
+        assert second is not None
+        assert (second.qualified, second.rejected_before, second.distilled, second.verified,
+                second.left_for_later, llm.calls, second.handed) == (3, 2, 1, 1, 0, 1, INVOICE)
+        assert [p.name for p in s.procedures()] == ["find-the-invoice-1"]
+    assert _rejected(db)[1] == {_key(MAIL), _key(JIRA)}
+
+
+def test_a_cluster_verified_later_is_marked_and_its_rejection_forgotten(gaia, tmp_path):
+    db = tiny_corpus(tmp_path, attempts=3)
+    shipped, emb = get_strategy("gaia-shipped"), FakeFamilyEmbedder()
+    with MemoryStore.open(db) as s:
+        shipped.synthesize(s, FakeGaiaDistiller(), emb, TH, verifier=FakeVerifier(("mail",)))
+        assert _rejected(db)[1] == {_key(MAIL)}
+        ok = shipped.synthesize(s, FakeGaiaDistiller(), emb, TH, verifier=FakeVerifier(),
+                                force=True)
+        assert ok is not None and (ok.verified, ok.rejected, ok.added) == (1, 0, 1)
+        assert set(s.synthesis_marks(INVOICE + MAIL)) == set(INVOICE + MAIL)
+    assert _rejected(db)[1] == set()
+
+
+def test_a_rejected_update_leaves_the_row_it_superseded_active(gaia, tmp_path):
+    class FakeOneAnswer(FakeGaiaDistiller):
+        """FAKE distiller answering the same procedure for every cluster."""
+
+        def chat(self, messages, **kw):
+            from fakes import FakeAnswer
+
+            self.calls += 1
+            return FakeAnswer("---\nname: find-invoice\nwhen_to_use: The user asks to find "
+                              "an invoice\ntools_required: [search_file, read_file]\n---\n\n"
+                              "# Find\n\n1. Call search_file\n\n## Edge cases\n- none\n")
+
+    class FakeWatchingVerifier(FakeVerifier):
+        """FAKE verifier that notes which rows are active when it is asked."""
+
+        def __call__(self, skill, cluster):
+            active.append([p.provenance["from_sessions"]
+                           for p in s.procedures(active_only=True)])
+            return super().__call__(skill, cluster)
+
+    db = tiny_corpus(tmp_path, attempts=3)
+    fake, active = FakeWatchingVerifier(reject=("invoice",)), []
+    with MemoryStore.open(db) as s:
+        r = get_strategy("gaia-shipped").synthesize(s, FakeOneAnswer(), FakeFamilyEmbedder(),
+                                                    TH, verifier=fake)
+        assert r is not None
+        # mail's candidate (first seed) is ADDed; invoice's matches it by meaning and GAIA
+        # UPDATEs (new row, mail's superseded); verification rejects it and undoes both
+        assert [sessions for _, sessions in fake.seen] == [MAIL, INVOICE]
+        assert active == [[list(MAIL)], [list(MAIL + INVOICE)]]
+        assert (r.added, r.updated, r.verified, r.rejected) == (1, 0, 1, 1)
+        (only,) = s.procedures()
+        assert only.superseded_by is None and only.provenance["from_sessions"] == list(MAIL)
+        assert s.procedures(active_only=True) == [only] and r.procedure_ids == (only.id,)
+        assert set(s.synthesis_marks(INVOICE + MAIL)) == set(MAIL)
+
+
+def test_a_verifier_model_failure_withdraws_the_row_and_ends_gaias_pass(gaia, tmp_path):
+    db = tiny_corpus(tmp_path, attempts=3)
+    llm = FakeGaiaDistiller()
+    with MemoryStore.open(db) as s:
+        r = get_strategy("gaia-shipped").synthesize(s, llm, FakeFamilyEmbedder(), TH,
+                                                    verifier=FakeVerifier(down=("mail",)))
+        assert r is not None and r.status == "llm-unavailable"
+        assert "FAKE: the verifier's model is down" in r.message
+        # mail (first) was distilled and withdrawn unverified; GAIA's next distillation
+        # raised, so invoice is left for a later pass; nothing is stored, nothing marked
+        assert (llm.calls, r.llm_calls, r.candidates, r.left_for_later, r.handed) == \
+            (1, 1, 0, 1, ())
+        assert s.procedures() == [] and s.synthesis_marks(INVOICE + MAIL) == {}
+    assert _rejected(db)[1] == set()
+
+
+def test_a_row_skillsynth_cannot_read_as_a_skill_is_withdrawn_and_marked_unusable(gaia,
+                                                                                  tmp_path):
+    import re
+
+    class FakeNoTools(FakeGaiaDistiller):
+        """FAKE distiller naming no tools (GAIA's parser takes it; a SKILL.md must name one)."""
+
+        def chat(self, messages, **kw):
+            answer = super().chat(messages, **kw)
+            return type(answer)(re.sub(r"tools_required: \[.*\]", "tools_required: []",
+                                       answer.content))
+
+    db = tiny_corpus(tmp_path, attempts=3)
+    fake = FakeVerifier()
+    with MemoryStore.open(db) as s:
+        r = get_strategy("gaia-shipped").synthesize(s, FakeNoTools(), FakeFamilyEmbedder(), TH,
+                                                    verifier=fake)
+        assert r is not None and fake.seen == []
+        # as skillsynth's pass treats a malformed answer: not a candidate, consumed unusable
+        assert (r.distilled, r.candidates, r.added, r.marked_unusable) == (0, 0, 0, 6)
+        assert [why[:26] for _, why in r.skipped] == ["malformed: procedure proc_"] * 2
+        assert "tools_required: is empty" in r.skipped[0][1]
+        assert s.procedures() == []
+        marks = s.synthesis_marks(INVOICE + MAIL).values()
+        assert {m.outcome for m in marks} == {"unusable"} and len(marks) == 6
+        assert all(m.detail.startswith("malformed: procedure ") for m in marks)
+
+
+def test_a_strict_point_verifies_gaias_procedures_by_the_trace_rule(gaia, tmp_path):
+    class FakeBackwardsMail(FakeGaiaDistiller):
+        """FAKE distiller writing mail's steps in reverse (no mail run calls them so)."""
+
+        def chat(self, messages, **kw):
+            answer = super().chat(messages, **kw)
+            if "answer-the-mail" not in answer.content:
+                return answer
+            steps = [x for x in answer.content.splitlines() if x[:1].isdigit()]
+            tools = [x.split("Call ", 1)[1] for x in steps][::-1]
+            swapped = "\n".join(f"{i}. Call {t}" for i, t in enumerate(tools, 1))
+            return type(answer)(answer.content.replace("\n".join(steps), swapped))
+
+    res, llm = _point(tmp_path, "pt", llm=FakeBackwardsMail(), verify="trace")
+    p = res.summary["pass"]
+    assert (p["verify"], p["distilled"], p["candidates"], p["verified"], p["rejected"],
+            p["added"], p["verify_calls"]) == ("trace", 2, 2, 1, 1, 1, 0)
+    assert tuple(p["handed"]) == INVOICE and llm.calls == 2
+    k = res.kpis
+    assert (k["verified_share"].value, k["verified_share"].n) == (0.5, 2)
+    assert k["verify_calls_per_verified"].value == 0.0
+    assert k["recall_hit_rate"].value == pytest.approx(1 / 3)  # invoice-4 only
+    rows, _ = _rejected(res.out_dir / "history.db")
+    assert [r["members"] for r in rows] == [list(MAIL)]
+    assert "draft_reply > read_file > list_inbox not realised" in rows[0]["reason"]
+    # the trace rule held out GAIA's exemplar (mail-1, first of equals): two tries
+    assert [t["session"] for t in rows[0]["tries"]] == ["mail-2", "mail-3"]
+
+
+def test_gaias_cluster_holds_out_all_but_gaias_exemplar():
+    from skillsynth.evaluation.strategies.gaia_verify import GaiaCluster
+    from skillsynth.pipeline.cluster import Cluster
+    from skillsynth.pipeline.detect import SessionSequence
+    from skillsynth.pipeline.verify import held_out
+    from skillsynth.store import ToolCall
+
+    def seq(sid, n):
+        calls = tuple(ToolCall(sid, f"t{i}", "{}", None, True, f"2026-01-01T00:00:0{i}")
+                      for i in range(n))
+        return SessionSequence(sid, "goal", calls, calls, True)
+
+    members = (seq("short", 2), seq("long", 3), seq("also-long", 3))
+    # GAIA's prompt shows the run with the most successful calls (first of equals);
+    # skillsynth's shows the shortest: each holds out the others
+    assert GaiaCluster(members, "gaia-shipped", "calls", 1.0, True).representative() \
+        is members[1]
+    assert [m.session_id for m in held_out(GaiaCluster(members, "g", "calls", 1.0, True))[0]] \
+        == ["short", "also-long"]
+    assert Cluster(members, "g", "calls", 1.0, True).representative() is members[0]

@@ -92,6 +92,22 @@ def test_procedure_lifecycle(store):
         store.supersede_procedure(q.id, q.id)
 
 
+def test_withdrawing_a_procedure_deletes_it_and_undoes_its_supersede(store):
+    def put(name):
+        return store.put_procedure(Procedure(name=name, when_to_use="an invoice",
+                                             markdown_body="1. search")).id
+
+    old, new, other = put("find-invoice"), put("find-invoice-2"), put("other")
+    store.supersede_procedure(old, new)
+    with pytest.raises(StoreError, match="no procedure with id 'proc_missing' to withdraw"):
+        store.withdraw_procedure("proc_missing")
+    assert store.get_procedure(old).superseded_by == new  # a refused withdrawal changes nothing
+    assert store.withdraw_procedure(new) == [old]
+    assert store.get_procedure(new) is None
+    assert [p.id for p in store.procedures(active_only=True)] == [old, other]
+    assert store.withdraw_procedure(other) == []
+
+
 def test_execute_refuses_writes(store):
     with pytest.raises(StoreError, match="reads"):
         store.execute("DELETE FROM tool_history")

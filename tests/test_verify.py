@@ -375,10 +375,9 @@ def test_verify_options_are_checked():
     assert PointOptions(verify="trace", strategy="inert").verify == "trace"
     from skillsynth.store import installed_gaia_version
 
-    if installed_gaia_version() is not None:  # GAIA's own pass has no seam for it yet
-        with pytest.raises(ConfigError, match="GAIA's own pass") as err:
-            PointOptions(verify="trace", strategy="gaia-shipped")
-        assert err.value.key == "verify"
+    if installed_gaia_version() is not None:  # GAIA's own pass verifies at its mark
+        for rule in ("trace", "world"):
+            assert PointOptions(verify=rule, strategy="gaia-shipped").verify == rule
 
 
 def test_a_rolling_point_verifies_every_pass_and_sums_the_counts(tmp_path):

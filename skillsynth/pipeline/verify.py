@@ -13,7 +13,8 @@ judges each candidate against its cluster and returns a :class:`Verdict`. Two ru
   consistent with a run that worked, never that following it works.
 
 A rejected candidate is never written to GAIA's ``procedures`` table, so reconcile and
-recall never see it. It is kept in skillsynth's own side file beside the store
+recall never see it (inside GAIA's own pass, which writes before it can be asked, the row is
+withdrawn again: :mod:`skillsynth.evaluation.strategies.gaia_verify`). It is kept in skillsynth's own side file beside the store
 (:class:`RejectedRecord`, ``<db>.verify.sqlite``), not in a table or column of GAIA's
 database: GAIA's schema stays exactly GAIA's, and deleting the file forgets every rejection.
 """

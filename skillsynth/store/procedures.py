@@ -126,6 +126,32 @@ class ProcedureRows:
                              path=str(self.path))
         self._update(old_id, "UPDATE procedures SET superseded_by = ? WHERE id = ?", (new_id,))
 
+    def withdraw_procedure(self, proc_id: str) -> list[str]:
+        """Delete a procedure written moments ago and undo its supersede; returns the ids of
+        the rows it had superseded (active again).
+
+        GAIA never deletes a procedure. This is for skillsynth's verification inside GAIA's
+        own pass (``gaia-shipped`` with ``verify``), which judges a row only after GAIA wrote
+        it and must undo a rejected one. ``put_skill`` writes the ``procedures`` row alone
+        (no FTS mirror, no trigger: :mod:`skillsynth.store.schema`), and an UPDATE sets the
+        prior row's ``superseded_by``; both are undone in one transaction.
+
+        Raises:
+            StoreError: no procedure has that id (nothing is changed).
+        """
+        self._require_writable()
+        self._require_procedures()
+        with self.transaction():
+            prior = [r for (r,) in self._conn.execute(
+                "SELECT id FROM procedures WHERE superseded_by = ? ORDER BY id", (proc_id,))]
+            self._conn.execute("UPDATE procedures SET superseded_by = NULL "
+                               "WHERE superseded_by = ?", (proc_id,))
+            if self._conn.execute("DELETE FROM procedures WHERE id = ?",
+                                  (proc_id,)).rowcount == 0:
+                raise StoreError(f"no procedure with id {proc_id!r} to withdraw",
+                                 path=str(self.path))
+        return prior
+
     def touch_procedure(self, proc_id: str, when: str | None = None) -> None:
         """Set ``last_used_at`` (a recall used it)."""
         self._update(proc_id, "UPDATE procedures SET last_used_at = ? WHERE id = ?",

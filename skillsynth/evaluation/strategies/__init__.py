@@ -174,7 +174,8 @@ class Strategy:
 
     def check_verify(self, rule: str) -> None:
         """Raise ConfigError unless this design's pass can verify its candidates by ``rule``
-        (skillsynth's pass can; see :mod:`skillsynth.pipeline.verify`)."""
+        (every synthesizing design can: skillsynth's pass before it writes,
+        :mod:`skillsynth.pipeline.verify`; GAIA's own pass at its mark, :mod:`.gaia_verify`)."""
 
     def check_recall_key(self, key: str) -> None:
         """Raise ConfigError unless this design can recall by ``key``.
@@ -212,7 +213,8 @@ class GaiaShipped(Strategy):
 
     ``method`` names GAIA's clustering for records; the pass itself is GAIA's. ``mode`` is
     ignored (GAIA has one prompt, free-form YAML). GAIA keeps its own ``synthesis_marks`` in
-    the store, and ``PassReport.handed`` reads them back.
+    the store, and ``PassReport.handed`` reads them back. ``verify`` runs skillsynth's
+    verification inside GAIA's pass, through the host's seams (:mod:`.gaia_verify`).
     """
 
     def check_available(self) -> None:
@@ -234,25 +236,17 @@ class GaiaShipped(Strategy):
                               f"clusters by the per-call success rate; rate {rate!r} needs "
                               "skillsynth's pass (gaia-greedy)", key="rate")
 
-    def check_verify(self, rule: str) -> None:
-        """GAIA's own pass writes each procedure as it distils it: no seam between the two
-        yet, so only ``none`` (its behaviour)."""
-        if rule != "none":
-            raise ConfigError(f"strategy {self.name} runs GAIA's own pass, which activates "
-                              "each procedure as it distils it; verify needs skillsynth's "
-                              "pass (gaia-greedy, GAIA's clustering in skillsynth's pass)",
-                              key="verify")
-
     def synthesize(self, store: MemoryStore, llm: ChatModel, embedder: Embeds, config: Thresholds,
                    *, mode: DistillMode = "json", memory_disabled: bool = False,
                    rate: RateDefinition = "calls", outcomes: Mapping[str, bool] | None = None,
                    force: bool = False, verifier: Verifier | None = None) -> PassReport | None:
-        """One pass of GAIA's ``_synthesize_skills(force=force)`` over ``store``."""
+        """One pass of GAIA's ``_synthesize_skills(force=force)`` over ``store``; a
+        ``verifier`` judges each procedure GAIA stores before its cluster is marked
+        (:mod:`.gaia_verify`)."""
         self.check_rate(rate)
-        self.check_verify("none" if verifier is None else verifier.rule)
         return gaia_shipped_pass(store, llm, embedder, self.synthesis_config(config),
                                  memory_disabled=memory_disabled, outcomes=outcomes,
-                                 force=force)
+                                 force=force, verifier=verifier)
 
 
 @dataclass(frozen=True)

@@ -21,12 +21,19 @@ Two host methods observe without changing what GAIA does: ``_mark_cluster_consum
 ``_proc_faiss_add`` notes each stored procedure (the host keeps no FAISS index: skillsynth
 recalls over ``procedures.embedding``, where GAIA stores the when_to_use vector).
 
+With a verifier (``verify: trace | world``) the host also runs skillsynth's verification
+stage at the mark, and holds back clusters rejected before in ``_drop_consumed_episodes``:
+:mod:`.gaia_verify` says how, and where GAIA's own write is undone.
+
 The :class:`~skillsynth.pipeline.synthesize.PassReport` is read off GAIA's own record:
 ``handed`` is the sessions this pass added to GAIA's ``synthesis_marks`` (goalless sessions
 included), ``sessions`` the DETECT window the driver reads (past the watermark, unmarked),
 ``qualified`` and ``clusters`` both the clusters GAIA's ``cluster_by_goal`` returned (it
-returns qualifying clusters only), ``left_for_later`` those no distillation reached
-(``max_distill_calls_per_pass``, ``max_clusters_per_pass``, or an aborted pass).
+returns qualifying clusters only; with a verifier, plus those held back as rejected before),
+``left_for_later`` those no distillation reached (``max_distill_calls_per_pass``,
+``max_clusters_per_pass``, or an aborted pass); ``llm_calls`` / ``cache_hits`` count the
+distillation requests only, and the verification fields are filled as skillsynth's pass
+fills them (:meth:`.gaia_verify.GaiaVerification.counts`).
 METHODS.md (section 2) lists every difference from ``gaia-greedy`` a report shows.
 
 GAIA is imported on first use, never when skillsynth is: ``import gaia`` itself loads GAIA's
@@ -52,9 +59,11 @@ from ...config import Thresholds
 from ...errors import EvaluationError, LLMError, ReadOnlyStoreError
 from ...pipeline.skill import strip_wrappers
 from ...pipeline.synthesize import PassReport
+from ...pipeline.verify import Verifier
 from ...protocols import ChatModel, Embeds
 from ...store import MemoryStore
 from ...store.gaia_release import GAIA_INSTALL_HINT, TESTED_GAIA_RANGE, installed_gaia_version
+from .gaia_verify import GaiaVerification
 
 __all__ = ["gaia_distill_cap", "gaia_distill_prompt_version", "gaia_settings_block",
            "gaia_shipped_pass", "require_gaia"]
@@ -128,7 +137,10 @@ class _ChatSeam:
 
     Every answer and the first failure are kept, so the report can tell a SKIP from a
     document GAIA's parser rejected, and a model failure (which GAIA logs and swallows)
-    from a clean pass.
+    from a clean pass. Once a failure is kept (a verifier's model failed too) every later
+    request raises it, so GAIA's driver ends the pass as it does when its model is down.
+    ``calls`` / ``cache_hits``: what the distillation requests cost (a world verifier's
+    tries on the same model are counted apart).
     """
 
     llm: ChatModel
@@ -136,6 +148,8 @@ class _ChatSeam:
     effective_model: str | None = None
     replies: list[str] = field(default_factory=list)
     error: Exception | None = None
+    calls: int = 0
+    cache_hits: int = 0
 
     def send_messages(self, messages: list[dict[str, Any]], system_prompt: str | None = None,
                       *, temperature: float = 0.1, max_tokens: int = 1024,
@@ -144,8 +158,11 @@ class _ChatSeam:
         if extra:  # GAIA sends thinking switches only for models skillsynth does not serve
             log.warning("GAIA asked for request fields skillsynth's client cannot send: %s",
                         ", ".join(extra))
+        if self.error is not None:
+            raise self.error
         full = ([{"role": "system", "content": system_prompt}] if system_prompt else []) \
             + list(messages)
+        calls, hits = self.llm.calls, self.llm.cache_hits
         try:
             answer = self.llm.chat(full, temperature=temperature, max_tokens=max_tokens,
                                    prompt_version=self.prompt_version)
@@ -153,6 +170,9 @@ class _ChatSeam:
             if self.error is None:
                 self.error = exc
             raise  # GAIA's driver catches it and ends the pass, as with Lemonade down
+        finally:
+            self.calls += self.llm.calls - calls
+            self.cache_hits += self.llm.cache_hits - hits
         text = answer.content or ""
         self.replies.append(text)
         return _Reply(text)
@@ -160,21 +180,31 @@ class _ChatSeam:
 
 @dataclass(frozen=True)
 class _Handed:
-    """One cluster the driver handed to the distiller, as its mark records it."""
+    """One cluster the driver handed to the distiller: its outcome as its mark records it
+    (``rejected`` / ``unverified``: verification left it unmarked), and why, where
+    verification decided it."""
 
     sessions: tuple[str, ...]
     outcome: str
+    why: str = ""
 
 
 @functools.cache
 def _host_type() -> type:
     """A class inheriting GAIA's mixin: the driver's ``self`` (defined once GAIA imports)."""
     mixin = importlib.import_module("gaia.agents.base.procedural_memory").ProceduralMemoryMixin
+    synthesis = importlib.import_module("gaia.agents.base.skill_synthesis")
 
     class GaiaHost(mixin):  # type: ignore[misc,valid-type]
-        """The seams ``_synthesize_skills`` reads from ``self``, and nothing else."""
+        """The seams ``_synthesize_skills`` reads from ``self``, and nothing else.
 
-        def __init__(self, store: Any, chat: _ChatSeam, embedder: Embeds) -> None:
+        ``verification``: skillsynth's verification stage (:mod:`.gaia_verify`), or None
+        (GAIA's behaviour, every method below calls through or only observes).
+        """
+
+        def __init__(self, store: Any, chat: _ChatSeam, embedder: Embeds,
+                     verification: GaiaVerification | None = None,
+                     block: Mapping[str, Any] | None = None) -> None:
             self._memory_store = store
             self.chat = chat
             self._embedder = embedder
@@ -183,21 +213,57 @@ def _host_type() -> type:
             self._proc_faiss_id_map: list[str] = []
             self.handed: list[_Handed] = []
             self.stored: list[str] = []
+            self.verification = verification
+            self._block = dict(block or {})
+            self._vectors: dict[str, np.ndarray] = {}
 
         def _embed_text(self, text: str) -> np.ndarray:
+            if self.verification is not None and text in self._vectors:
+                return self._vectors[text]  # hold_back clustered this goal already
             vec = np.asarray(self._embedder.embed([text], kind="document")[0],
                              dtype=np.float32)
             norm = float(np.linalg.norm(vec))
-            return vec / norm if norm > 0 else vec
+            vec = vec / norm if norm > 0 else vec
+            if self.verification is not None:
+                self._vectors[text] = vec
+            return vec
+
+        def _drop_consumed_episodes(self, store: Any, window: list[dict[str, Any]],
+                                    force: bool) -> tuple[list[dict[str, Any]], set[str]]:
+            pending, done = super()._drop_consumed_episodes(store, window, force)
+            v = self.verification
+            if v is None or force or not v.rejected_keys or not pending:
+                return pending, done
+            cfg = synthesis.load_synthesis_config({"skill_synthesis": self._block})
+            clusters = synthesis.cluster_by_goal(
+                pending, self._embed_text, similarity_tau=cfg.similarity_tau,
+                min_occurrences=cfg.min_occurrences, min_success_rate=cfg.min_success_rate)
+            return v.hold_back(pending, clusters), done
 
         def _mark_cluster_consumed(self, store: Any, cluster: Any, outcome: str,
                                    detail: str | None = None) -> list[str]:
+            sessions = tuple(cluster.from_sessions)
+            judged = None
+            if self.verification is not None and outcome == "distilled":
+                try:
+                    judged = self.verification.judge(cluster)
+                except LLMError as exc:  # ends the pass at GAIA's next distillation
+                    self.chat.error = self.chat.error or exc
+                    self.handed.append(_Handed(sessions, "unverified", "verification ("
+                                               f"{self.verification.rule}) failed: {exc}"))
+                    return []
+            if judged is not None and judged.outcome == "rejected":
+                self.handed.append(_Handed(sessions, "rejected", judged.why))
+                return []  # unmarked: its sessions stay pending
+            if judged is not None and judged.outcome == "unusable":
+                outcome, detail = "unusable", judged.why
             ids = super()._mark_cluster_consumed(store, cluster, outcome, detail=detail)
-            self.handed.append(_Handed(tuple(ids), outcome))
+            self.handed.append(_Handed(tuple(ids), outcome, judged.why if judged else ""))
             return list(ids)
 
         def _proc_faiss_add(self, procedure_id: str, vec: np.ndarray) -> None:
-            self.stored.append(procedure_id)
+            if self.verification is None or procedure_id not in self.verification.withdrawn:
+                self.stored.append(procedure_id)
 
     return GaiaHost
 
@@ -217,7 +283,7 @@ def _gaia_settings(block: Mapping[str, Any]) -> Iterator[None]:
 def gaia_shipped_pass(store: MemoryStore, llm: ChatModel, embedder: Embeds,
                       config: Thresholds, *, memory_disabled: bool = False,
                       outcomes: Mapping[str, bool] | None = None,
-                      force: bool = False) -> PassReport:
+                      force: bool = False, verifier: Verifier | None = None) -> PassReport:
     """Run amd-gaia's own ``_synthesize_skills`` once on ``store`` and report it.
 
     Args:
@@ -227,9 +293,12 @@ def gaia_shipped_pass(store: MemoryStore, llm: ChatModel, embedder: Embeds,
         config: the thresholds, handed to GAIA as its ``skill_synthesis`` settings.
         memory_disabled: run the driver without a store, as GAIA does with
             ``GAIA_MEMORY_DISABLED=1``.
-        outcomes: session success labels, for ``failed_shares`` only (GAIA qualifies
-            clusters by its per-call rate).
-        force: GAIA's ``force=True``: ignore its marks and watermark this pass.
+        outcomes: session success labels, for ``failed_shares`` and the verifier's
+            member sessions (GAIA qualifies clusters by its per-call rate).
+        force: GAIA's ``force=True``: ignore its marks and watermark this pass (and, with
+            a verifier, the recorded rejections).
+        verifier: judges each procedure GAIA stores before its cluster is marked
+            (:mod:`.gaia_verify`; None: GAIA's behaviour).
 
     Raises:
         EvaluationError: amd-gaia is not installed.
@@ -251,23 +320,26 @@ def gaia_shipped_pass(store: MemoryStore, llm: ChatModel, embedder: Embeds,
     gaia_store = importlib.import_module("gaia.agents.base.memory_store").MemoryStore(
         db_path=store.path)
     try:
+        verification = None if verifier is None or not config.enabled else \
+            GaiaVerification.start(store, verifier, config,
+                                   None if force else gaia_store.get_synthesis_watermark(),
+                                   outcomes or {}, force)
         with _PASS_LOCK, _gaia_settings(block):
-            return _run(store, gaia_store, host_type(gaia_store, chat, embedder), chat,
-                        llm, config, block, outcomes or {}, force)
+            return _run(store, gaia_store,
+                        host_type(gaia_store, chat, embedder, verification, block), chat,
+                        config, block, outcomes or {}, force)
     finally:
         gaia_store.close()
 
 
-def _run(store: MemoryStore, gaia_store: Any, host: Any, chat: _ChatSeam, llm: ChatModel,
-         config: Thresholds, block: Mapping[str, Any], outcomes: Mapping[str, bool],
-         force: bool) -> PassReport:
+def _run(store: MemoryStore, gaia_store: Any, host: Any, chat: _ChatSeam, config: Thresholds,
+         block: Mapping[str, Any], outcomes: Mapping[str, bool], force: bool) -> PassReport:
     marks_before = gaia_store.get_synthesis_marks()
     past = gaia_store.iter_sessions(
         since=None if force else gaia_store.get_synthesis_watermark(),
         min_steps=config.min_steps)
     window = [s for s in past if force or s["session_id"] not in marks_before]
     before = {p.id: p.superseded_by for p in store.procedures()}
-    calls_before, hits_before = llm.calls, llm.cache_hits
     result = host._synthesize_skills(force=force)
     if chat.error is not None and not isinstance(chat.error, LLMError):
         raise chat.error  # a fault, not an unavailable model: GAIA would have hidden it
@@ -275,12 +347,13 @@ def _run(store: MemoryStore, gaia_store: Any, host: Any, chat: _ChatSeam, llm: C
     new = {sid: m for sid, m in gaia_store.get_synthesis_marks().items()
            if marks_before.get(sid) != m}
     base = _counts(store, host, chat, result, window, before, block, outcomes)
-    base.update(handed=tuple(sorted(new)), llm_calls=llm.calls - calls_before,
-                cache_hits=llm.cache_hits - hits_before,
+    base.update(handed=tuple(sorted(new)), llm_calls=chat.calls, cache_hits=chat.cache_hits,
                 already_consumed=len(past) - len(window),
                 marked_distilled=sum(m["outcome"] == "distilled" for m in new.values()),
                 marked_unusable=sum(m["outcome"] == "unusable" for m in new.values()),
                 watermark=gaia_store.get_synthesis_watermark())
+    if host.verification is not None:
+        base.update(host.verification.counts())
     if not config.enabled:
         return PassReport("synthesis-disabled", message="skill_synthesis.enabled is false")
     if chat.error is not None:
@@ -293,21 +366,26 @@ def _run(store: MemoryStore, gaia_store: Any, host: Any, chat: _ChatSeam, llm: C
 def _counts(store: MemoryStore, host: Any, chat: _ChatSeam, result: Mapping[str, Any],
             window: list[dict[str, Any]], before: Mapping[str, str | None],
             block: Mapping[str, Any], outcomes: Mapping[str, bool]) -> dict[str, Any]:
-    """The report's counts, read off what GAIA did (its result, marks and rows)."""
+    """The report's counts, read off what GAIA did (its result, marks and rows), and with a
+    verifier what verification decided (a rejected candidate was distilled, not stored)."""
     after = {p.id: p.superseded_by for p in store.procedures()}
     # an UPDATE is a stored row that superseded one (possibly one this pass added)
     updated = len({sup for pid, sup in after.items()
                    if sup in host.stored and before.get(pid) is None})
-    qualified = int(result.get("clusters", 0))
-    distilled = [h for h in host.handed if h.outcome == "distilled"]
+    ran = int(result.get("clusters", 0))  # GAIA's clusters, less those held back
+    qualified = ran + (host.verification.rejected_before if host.verification else 0)
+    marked = sum(h.outcome == "distilled" for h in host.handed)
+    distilled = marked + sum(h.outcome in ("rejected", "unverified") for h in host.handed)
     skipped: list[tuple[str, str]] = []
     for h, reply in zip(host.handed, chat.replies, strict=False):
-        if h.outcome == "unusable":
-            label = ",".join(h.sessions[:3]) + ("…" if len(h.sessions) > 3 else "")
+        label = ",".join(h.sessions[:3]) + ("…" if len(h.sessions) > 3 else "")
+        if h.why:
+            skipped.append((label, h.why))
+        elif h.outcome == "unusable":
             why = "model answered SKIP" if strip_wrappers(reply).strip() == "SKIP" else \
                 "malformed: GAIA's parser rejected the document"
             skipped.append((label, why))
-    left = qualified - len(host.handed)
+    left = ran - len(host.handed)
     if left > 0:
         why = (f"{left} qualified cluster(s) left for a later pass (GAIA's "
                f"max_distill_calls_per_pass {_gaia_default('max_distill_calls_per_pass', block)}"
@@ -318,9 +396,9 @@ def _counts(store: MemoryStore, host: Any, chat: _ChatSeam, result: Mapping[str,
     return {"sessions": len(window),
             "sessions_without_goal": sum(1 for s in window
                                          if not str(s.get("goal") or "").strip()),
-            "clusters": qualified, "qualified": qualified, "distilled": len(distilled),
+            "clusters": qualified, "qualified": qualified, "distilled": distilled,
             "added": len(host.stored) - updated, "updated": updated,
-            "noop": len(distilled) - len(host.stored), "skipped": tuple(skipped),
+            "noop": marked - len(host.stored), "skipped": tuple(skipped),
             "procedure_ids": tuple(host.stored), "left_for_later": max(left, 0),
             "failed_shares": shares}
 
