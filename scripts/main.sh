@@ -6,7 +6,8 @@
 # the 4th-attempt split, a synthesis pass on the history, recall for every probe, the replay
 # estimate, KPIs with bootstrap intervals, floors, SKILL.md round trips), writes the HTML KPI
 # report and prints where it is; then the live point (eval/sweeps/main-live.yaml): two tau2
-# retail probes run live in the tau2:retail world in both arms, scored by tau2's evaluators.
+# retail probes run live in the tau2:retail world in both arms by Qwen2.5-Coder-1.5B, scored
+# by tau2's evaluators.
 # Output: eval/results/main/ and main-live/ (or under $1). Re-running resumes:
 # finished points are kept (remove the folder for a fresh run).
 set -euo pipefail
@@ -14,6 +15,7 @@ set -euo pipefail
 RESULTS="${1:-$ROOT/eval/results}"
 cd "$ROOT"
 skillsynth models prepare
+skillsynth models prepare --chat qwen2.5-coder-1.5b   # the live point's agent
 skillsynth world prepare
 skillsynth models status
 skillsynth sweep eval/sweeps/main.yaml --results "$RESULTS"
