@@ -279,6 +279,9 @@ def test_live_controls_on_the_replay_world_give_graded_kpis_and_a_checked_inert_
             k["live_gold_actions_matched_no_memory"].value,
             k["live_gold_actions_matched_change"].value) == (1.0, 0.0, 1.0)
     assert k["live_sensitivity_progress"].value == 1.0
+    # families are kept, so the small-n rules apply (3 families: a cluster-t interval)
+    assert (k["live_gold_actions_matched_change"].n_families,
+            k["live_gold_actions_matched_change"].method) == (3, "cluster-t")
     # each live row carries its run's share, which the report pairs across points
     live = [r for r in res.rows if r.steps_method == "live"]
     assert sorted((r.arm, r.gold_matched) for r in live) == \

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections import Counter, defaultdict
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -140,12 +140,6 @@ def _mean(xs: Sequence[float]) -> float | None:
     return float(np.mean(xs)) if len(xs) else None
 
 
-def _kpi(name: str, units: Sequence[Any], stat: Callable[[list[Any]], float | None],
-         clusters: Sequence[str], *, unit: str = "probes", seed: int, n_boot: int) -> KPI:
-    lo, hi = bootstrap_interval(units, stat, clusters=clusters, n_boot=n_boot, seed=seed)
-    return KPI(name, stat(list(units)), lo, hi, len(units), unit)
-
-
 @dataclass(frozen=True)
 class _Graded:
     """One arm of one probe, averaged over its repeats (None: no run measured it)."""
@@ -195,15 +189,17 @@ def graded_kpis(runs: Sequence[Mapping[str, Any]], gold: GoldSource,
         for arm, suffix in (("no-memory", "no_memory"), ("memory", "memory")):
             units = [(p, getattr(a[arm], metric)) for p, a in sorted(arms.items())
                      if arm in a and getattr(a[arm], metric) is not None]
-            out.append(_kpi(f"{label}_{suffix}", units, lambda us: _mean([v for _, v in us]),
-                            [family_of.get(p, p) for p, _ in units], seed=seed, n_boot=n_boot))
+            out.append(mean_kpi(f"{label}_{suffix}", [v for _, v in units], unit="probes",
+                                clusters=[family_of.get(p, p) for p, _ in units], seed=seed,
+                                n_boot=n_boot))
         pairs = [(p, getattr(a["memory"], metric) - getattr(a["no-memory"], metric))
                  for p, a in sorted(arms.items())
                  if "memory" in a and "no-memory" in a
                  and getattr(a["memory"], metric) is not None
                  and getattr(a["no-memory"], metric) is not None]
-        out.append(_kpi(f"{label}_change", pairs, lambda us: _mean([v for _, v in us]),
-                        [family_of.get(p, p) for p, _ in pairs], seed=seed, n_boot=n_boot))
+        out.append(mean_kpi(f"{label}_change", [v for _, v in pairs], unit="probes",
+                            clusters=[family_of.get(p, p) for p, _ in pairs], seed=seed,
+                            n_boot=n_boot))
     return out
 
 
