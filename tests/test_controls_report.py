@@ -6,8 +6,13 @@ from __future__ import annotations
 import pandas as pd
 from test_intervals import _point
 
-from skillsynth.evaluation.reporting.controls import controls_table, gain_recovered
-from skillsynth.evaluation.reporting.verdict import run_control, verdict, verdict_points
+from skillsynth.evaluation.reporting.controls import controls_table, gain_recovered, over_mismatched
+from skillsynth.evaluation.reporting.verdict import (
+    run_control,
+    run_negative,
+    verdict,
+    verdict_points,
+)
 
 GOOD = {"value": 0.3, "lo": 0.1, "hi": 0.5, "n": 30, "n_families": 10}
 FLAT = {"value": 0.02, "lo": -0.05, "hi": 0.09, "n": 30, "n_families": 10}
@@ -88,6 +93,12 @@ def test_graded_progress_is_judged_against_the_oracles_change_in_it():
     flat = _pt("o", "oracle", live_sensitivity_progress=FLAT, **live)
     rows = {r.criterion: r for r in verdict(synth, run_control([synth, flat], synth))}
     assert rows["Graded progress (beside #887)"].status == "INSENSITIVE"
+    # the mismatched control's change is shown beside it
+    wrong = _pt("m", "mismatched", live_gold_actions_matched_change=GOOD, **live)
+    assert run_negative([synth, oracle, wrong], synth) is wrong
+    row = {r.criterion: r for r in verdict(synth, run_control([synth, oracle], synth),
+                                           wrong)}["Graded progress (beside #887)"]
+    assert "mismatched control 0.30 [0.10, 0.50] (width 0.40) n=30" in row.note
     # a replay-only point has no progress row at all
     replay = _pt("r", "skillsynth", step_reduction=GOOD)
     assert "Graded progress (beside #887)" not in {r.criterion for r in verdict(replay)}
@@ -110,3 +121,19 @@ def test_gain_recovered_on_graded_progress_reads_each_runs_gold_share():
     # rows written before graded progress existed: nothing to pair
     assert gain_recovered(table.drop(columns="gold_matched"), {"id": "s"}, {"id": "o"},
                           basis="progress").n == 0
+
+
+def test_progress_over_mismatched_pairs_each_probe_with_the_wrong_procedures_run():
+    def rows(point, arm, shares):
+        return [dict(r, gold_matched=g) for r, g in
+                zip(_rows(point, arm, [0] * len(shares)), shares, strict=True)]
+    # the oracle's 0.5 on every probe against a wrong procedure's 0.5 on half of them
+    table = pd.DataFrame(rows("o", "no-memory", [0.0] * 12) + rows("o", "memory", [0.5] * 12)
+                         + rows("m", "no-memory", [0.0] * 12)
+                         + rows("m", "memory", [0.5] * 6 + [0.0] * 6))
+    points = [_pt("o", "oracle", live_success_change=FLAT),
+              _pt("m", "mismatched", live_success_change=FLAT)]
+    k = over_mismatched(table, points[0], points[1])
+    assert abs(k.value - 0.25) < 1e-9 and k.n == 12 and k.n_families == 6
+    shown = controls_table(points, table).set_index("strategy")["progress_over_mismatched"]
+    assert shown["oracle"].startswith("0.25 [") and shown["mismatched"] == "-"

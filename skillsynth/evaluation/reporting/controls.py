@@ -5,7 +5,8 @@ point pairs with it), the mismatched control (a confidently wrong recall), and t
 controls (the ideal procedure, without and with the gold arguments). :func:`controls_table`
 puts a run's points side by side in that order; :func:`gain_recovered` is the share of the
 oracle's gain a design recovers on the same probes (METHODS.md 2b), on live success (or the
-replay estimate) and, where the runs were scored against gold actions, on graded progress.
+replay estimate) and, where the runs were scored against gold actions, on graded progress;
+:func:`over_mismatched` is what a procedure's content adds over the mismatched control's.
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ from typing import Any, Literal
 import pandas as pd
 
 from ..point.control_checks import oracle_gain_recovered
-from ..point.metrics import KPI
+from ..point.metrics import KPI, mean_kpi
 from ..sweeps.summary import PointLike, as_entry
 from .verdict import POSITIVE_CONTROLS
 
-__all__ = ["ARM_ORDER", "controls_table", "gain_recovered"]
+__all__ = ["ARM_ORDER", "controls_table", "gain_recovered", "over_mismatched"]
 
 #: The side-by-side order: the lower bounds, the designs, the upper bounds, the inert check.
 ARM_ORDER = ("none", "mismatched", "skillsynth", "gaia-greedy", "gaia-shipped", "cortexprism",
@@ -73,6 +74,23 @@ _GAIN_NAME = {"success": "oracle_gain_recovered_live", "replay": "oracle_gain_re
               "progress": "oracle_gain_recovered_progress"}
 
 
+def over_mismatched(rows: pd.DataFrame, point: PointLike, mismatched: PointLike, *,
+                    seed: int = 0) -> KPI:
+    """A point's memory arm minus the mismatched control's, graded progress, paired per
+    probe (families resampled): what the procedure's *content* adds over being handed some
+    procedure. For the oracle it is the specificity of the positive control: an oracle no
+    better than another family's procedure shows the measure sees that a procedure was
+    recalled, not what it said."""
+    pid, mid = as_entry(point).id, as_entry(mismatched).id
+    design = _per_probe(rows, pid, "memory", "progress")
+    wrong = _per_probe(rows, mid, "memory", "progress")
+    probes = sorted(set(design) & set(wrong))
+    fam = rows.drop_duplicates("probe_session").set_index("probe_session")["family"] \
+        if probes else {}
+    return mean_kpi("progress_over_mismatched", [design[p] - wrong[p] for p in probes],
+                    unit="probes", clusters=[str(fam.get(p, p)) for p in probes], seed=seed)
+
+
 def _fmt(k: KPI | None) -> str:
     if k is None or k.value is None:
         return "-" if k is None else f"n/a (n={k.n})"
@@ -87,6 +105,8 @@ def controls_table(points: Sequence[PointLike], rows: pd.DataFrame) -> pd.DataFr
     entries = [as_entry(p) for p in points]
     control = next((p for name in POSITIVE_CONTROLS for p in entries if p.strategy == name),
                    None)
+    wrong = next((p for p in entries if p.strategy == "mismatched"), None)
+    graded = not rows.empty and "gold_matched" in rows and "point" in rows
     recs = []
     for p in sorted(entries, key=lambda p: (order.get(p.strategy or "", len(order)), p.id)):
         rec: dict[str, Any] = {"strategy": p.strategy, "point": p.id}
@@ -101,9 +121,12 @@ def controls_table(points: Sequence[PointLike], rows: pd.DataFrame) -> pd.DataFr
                 progress = _gain(gain_recovered(rows, p, control, basis="progress"))
         rec["oracle_gain_recovered"] = gain
         rec["oracle_gain_recovered_progress"] = progress
+        rec["progress_over_mismatched"] = "-" if wrong is None or not graded or \
+            p.strategy in ("mismatched", "inert") else _fmt(over_mismatched(rows, p, wrong))
         recs.append(rec)
     return pd.DataFrame(recs, columns=["strategy", "point", *_SHOWN, "oracle_gain_recovered",
-                                       "oracle_gain_recovered_progress"])
+                                       "oracle_gain_recovered_progress",
+                                       "progress_over_mismatched"])
 
 
 def _gain(k: KPI) -> str:

@@ -29,7 +29,7 @@ from ...pipeline.skill import PROFILES
 from ..point.options import PointOptions
 from ..sweeps.spec import PROTOCOL_KEYS
 from ..sweeps.summary import PointEntry, SweepSummary
-from .verdict import UNDECIDED, run_control, verdict_points
+from .verdict import UNDECIDED, run_control, run_negative, verdict_points
 from .verdict import verdict as verdict_rows
 
 __all__ = ["PARAMS", "PROTOCOL_DEFAULTS", "GateCheck", "gate", "gate_checks", "settings_of",
@@ -101,7 +101,8 @@ def gate(run_dir: str | Path, baseline: str | Path | None = None, *,
     checks = gate_checks(summary, baseline)
     if verdict:
         for label, pt in verdict_points(summary.points):
-            for row in verdict_rows(pt, run_control(summary.points, pt)):
+            for row in verdict_rows(pt, run_control(summary.points, pt),
+                                    run_negative(summary.points, pt)):
                 why = f" ({row.why})" if row.why else ""
                 checks.append(GateCheck(pt.id, f"verdict ({label}): {row.criterion}",
                                         row.value, f"{row.target}; status {row.status}{why}",

@@ -178,12 +178,12 @@ def verdict_table(run: Run) -> pd.DataFrame:
     families, PASS / FAIL / INCONCLUSIVE / INSENSITIVE / NOT MEASURED and why, and what the
     figure is based on.
     """
-    from .verdict import run_control, verdict, verdict_points
+    from .verdict import run_control, run_negative, verdict, verdict_points
 
     recs = []
     points = run.summary.points
     for label, pt in verdict_points(points):
-        for row in verdict(pt, run_control(points, pt)):
+        for row in verdict(pt, run_control(points, pt), run_negative(points, pt)):
             recs.append({"configuration": f"{label}: {pt.id}", "criterion": row.criterion,
                          "status": row.status,
                          "measured": _fmt(row.value, row.lo, row.hi, row.n,

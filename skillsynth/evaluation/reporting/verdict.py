@@ -37,6 +37,7 @@ __all__ = [
     "judge",
     "recommend",
     "run_control",
+    "run_negative",
     "verdict",
     "verdict_points",
 ]
@@ -223,12 +224,22 @@ def run_control(points: Sequence[PointT], point: PointLike) -> tuple[str, PointT
     return None
 
 
-def verdict(point: PointLike, control: tuple[str, PointLike] | None = None
-            ) -> list[VerdictRow]:
+def run_negative(points: Sequence[PointT], point: PointLike) -> PointT | None:
+    """The run's mismatched-control point for ``point`` (same protocol), or None."""
+    proto = as_entry(point).protocol.get("protocol", "strict")
+    return next((p for p in points if as_entry(p).strategy == "mismatched"
+                 and as_entry(p).protocol.get("protocol", "strict") == proto), None)
+
+
+def verdict(point: PointLike, control: tuple[str, PointLike] | None = None,
+            negative: PointLike | None = None) -> list[VerdictRow]:
     """#887's criteria at one point of a sweep summary (``summary.json``'s ``points``).
 
     ``control``: the run's positive-control point (:func:`run_control`): where the point
     has no sensitivity KPI of its own, the control's is read (labelled with its strategy).
+    ``negative``: the run's mismatched-control point (:func:`run_negative`): its graded
+    progress is shown beside the point's (a wrong procedure that does as much says the
+    measure sees that a procedure was recalled, not what it said).
     """
     pt = as_entry(point)
     kpis = dict(pt.kpis)
@@ -262,7 +273,7 @@ def verdict(point: PointLike, control: tuple[str, PointLike] | None = None
                      basis="live" if n_change else "-", note=worse_note if has_live else "",
                      control=CONTROLS["live success"]))
     if has_live and "live_gold_actions_matched_change" in kpis:
-        rows.append(_progress(kpis))
+        rows.append(_progress(kpis, None if negative is None else as_entry(negative)))
     for profile in ("gaia691", "agentskills"):
         v, lo, hi, n = _k(kpis, f"validity_{profile}")
         rows.append(VerdictRow(f"Format validity ({profile})", "100% of synthesized SKILL.md "
@@ -296,12 +307,17 @@ def verdict(point: PointLike, control: tuple[str, PointLike] | None = None
     return rows
 
 
-def _progress(kpis: Mapping[str, KPI]) -> VerdictRow:
+def _progress(kpis: Mapping[str, KPI], negative: PointEntry | None) -> VerdictRow:
     """Graded progress, beside the binary reward (not one of #887's criteria): a small model
     that never finishes a task can still do more of it with a procedure, and its positive
-    control is the oracle's change in the same KPI."""
+    control is the oracle's change in the same KPI; the mismatched control's is shown."""
     f = _k(kpis, "live_failed_call_rate_change")
     note = f"live_failed_call_rate_change {f[0]:.2f} (n={f[3]})" if f[0] is not None else ""
+    wrong = None if negative is None else negative.kpis.get("live_gold_actions_matched_change")
+    if wrong is not None and wrong.value is not None:
+        note += ("; " if note else "") + (f"mismatched control {wrong.value:.2f} "
+                                          f"{_ci(wrong.lo, wrong.hi)} n={wrong.n} (paired "
+                                          "against it: the report's controls table)")
     return _row("Graded progress (beside #887)", "memory raises the share of the task's gold "
                 "actions the run executes (change > 0)", kpis,
                 "live_gold_actions_matched_change", 0.0, strict=True, basis="live", note=note,
