@@ -47,7 +47,7 @@ from .detect import SessionSequence, extract_sequences
 from .distill import DistillMode, distill
 from .reconcile import reconcile_and_store
 from .skill import Skill
-from .verify import RejectedRecord, Verdict, Verifier, candidate_key, verify_path_for
+from .verify import RejectedRecord, Verdict, Verifier, candidate_key, rejected_keys, verify_path_for
 
 __all__ = ["LUMPED_SHARE", "NO_GOAL_DETAIL", "PassReport", "advance_watermark", "synthesize_skills"]
 
@@ -238,7 +238,7 @@ def _plan(store: MemoryStore, embedder: Embeds, config: Thresholds, method: Meth
     clusters = cluster_by_goal([q for q in detected.qualified if q.session_id not in marked],
                                embedder, config, method, rate=rate)
     qualified = [c for c in clusters if c.qualified]
-    known = set() if verifier is None or force else _rejected_before(store)
+    known = set() if verifier is None or force else rejected_keys(store.path)
     fresh = [c for c in qualified if verifier is None
              or candidate_key(verifier.rule, c) not in known]
     cap = config.max_clusters_per_pass if config.max_distill_calls_per_pass is None else \
@@ -346,12 +346,6 @@ class _Verified:
                 record.put(candidate_key(self.rule, c), skill, c, v)
             for _, c, _ in self.kept:
                 record.forget(candidate_key(self.rule, c))
-
-
-def _rejected_before(store: MemoryStore) -> set[str]:
-    """The keys of candidates an earlier pass rejected (none without a side record)."""
-    with RejectedRecord(verify_path_for(store.path), create=False) as record:
-        return record.keys()
 
 
 def _verify_all(kept: list[tuple[str, Cluster, Skill]], verifier: Verifier | None

@@ -36,10 +36,10 @@ from .cluster import Cluster
 from .detect import SessionSequence
 from .skill import Skill
 
-__all__ = ["VERIFY_CALLS", "VERIFY_RULES", "Attempt", "RejectedRecord", "TraceVerifier", "Verdict",
-           "Verifier", "VerifyCalls", "VerifyRule", "candidate_key", "held_out",
-           "median_member_calls", "procedure_tools",
-           "realisable", "threshold_verdict", "verify_path_for"]
+__all__ = ["VERIFY_CALLS", "VERIFY_RULES", "Attempt", "RejectedRecord", "TraceVerifier",
+           "Verdict", "Verifier", "VerifyCalls", "VerifyRule", "candidate_key", "held_out",
+           "median_member_calls", "procedure_tools", "realisable", "rejected_keys",
+           "threshold_verdict", "verify_path_for"]
 
 VerifyRule = Literal["none", "world", "trace"]
 #: ``none`` is GAIA's behaviour: every distilled procedure is activated.
@@ -184,6 +184,13 @@ def verify_path_for(db_path: str | Path) -> Path:
     """The rejected record beside a memory database: ``<db>.verify.sqlite``."""
     p = Path(db_path)
     return p.with_name(p.name + ".verify.sqlite")
+
+
+def rejected_keys(db_path: str | Path) -> set[str]:
+    """The keys of the candidates an earlier pass on the store at ``db_path`` rejected (none
+    without a side record)."""
+    with RejectedRecord(verify_path_for(db_path), create=False) as record:
+        return record.keys()
 
 
 def candidate_key(rule: str, cluster: Cluster) -> str:

@@ -22,8 +22,8 @@ from ...errors import EvaluationError
 from .controls import POSITIVE, GoldAction, GoldSource, first_write_at, gold_share_matched
 from .metrics import KPI, MIN_FAMILIES, N_BOOT, ProbeResult, bootstrap_interval, mean_kpi
 
-__all__ = ["SENSITIVITY", "SHOW_CHARS", "Divergence", "InertCheck", "control_kpis", "controls_summary",
-           "graded_kpis", "inert_check", "oracle_gain_recovered"]
+__all__ = ["SENSITIVITY", "SHOW_CHARS", "Divergence", "InertCheck", "control_kpis",
+           "controls_summary", "graded_kpis", "inert_check", "oracle_gain_recovered"]
 
 #: Characters of each side a divergence shows.
 SHOW_CHARS = 300
@@ -221,15 +221,11 @@ def control_kpis(control: str | None, rows: Sequence[ProbeResult], kpis: Mapping
     points ``live_sensitivity_success`` and ``live_sensitivity_steps`` are its
     ``live_success_change`` and ``live_step_reduction`` (the same definitions and intervals,
     read under the names a verdict looks for), and ``live_sensitivity_progress`` its
-    ``live_gold_actions_matched_change`` (graded progress). ``inert``: ``inert_identical``, the share
-    of pairs identical (n pairs; no interval: a check). Every live point with gold actions
-    gets :func:`graded_kpis`.
+    ``live_gold_actions_matched_change`` (graded progress). ``inert``: ``inert_identical``,
+    the share of pairs identical (n pairs; no interval: a check). Every live point with gold
+    actions gets :func:`graded_kpis`.
     """
     out: dict[str, KPI] = {}
-    if control in POSITIVE:
-        for name, src in SENSITIVITY.items():
-            if src in kpis:
-                out[name] = dataclasses.replace(kpis[src], name=name)
     check = None
     if control == "inert":
         check = inert_check(rows, runs)
@@ -239,9 +235,10 @@ def control_kpis(control: str | None, rows: Sequence[ProbeResult], kpis: Mapping
         family_of = {r.probe_session: r.family for r in rows}
         out.update({k.name: k for k in graded_kpis(runs, gold, family_of, seed=seed,
                                                    n_boot=n_boot)})
-        if control in POSITIVE and SENSITIVITY["live_sensitivity_progress"] in out:
-            out["live_sensitivity_progress"] = dataclasses.replace(
-                out[SENSITIVITY["live_sensitivity_progress"]], name="live_sensitivity_progress")
+    if control in POSITIVE:
+        have = {**kpis, **out}
+        out.update({name: dataclasses.replace(have[src], name=name)
+                    for name, src in SENSITIVITY.items() if src in have})
     return out, check
 
 

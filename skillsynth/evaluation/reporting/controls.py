@@ -63,11 +63,15 @@ def gain_recovered(rows: pd.DataFrame, point: PointLike, control: PointLike, *,
     design = _per_probe(rows, pid, "memory", basis)
     oracle = _per_probe(rows, cid, "memory", basis)
     probes = sorted(set(none) & set(design) & set(oracle))
-    fam = rows.drop_duplicates("probe_session").set_index("probe_session")["family"]
     return oracle_gain_recovered([none[p] for p in probes], [design[p] for p in probes],
-                                 [oracle[p] for p in probes],
-                                 [str(fam.get(p, p)) for p in probes], seed=seed,
-                                 name=_GAIN_NAME[basis])
+                                 [oracle[p] for p in probes], _families(rows, probes),
+                                 seed=seed, name=_GAIN_NAME[basis])
+
+
+def _families(rows: pd.DataFrame, probes: Sequence[str]) -> list[str]:
+    """Each probe's family (the unit intervals resample)."""
+    fam = rows.drop_duplicates("probe_session").set_index("probe_session")["family"]
+    return [str(fam.get(p, p)) for p in probes]
 
 
 _GAIN_NAME = {"success": "oracle_gain_recovered_live", "replay": "oracle_gain_recovered_replay",
@@ -85,10 +89,8 @@ def over_mismatched(rows: pd.DataFrame, point: PointLike, mismatched: PointLike,
     design = _per_probe(rows, pid, "memory", "progress")
     wrong = _per_probe(rows, mid, "memory", "progress")
     probes = sorted(set(design) & set(wrong))
-    fam = rows.drop_duplicates("probe_session").set_index("probe_session")["family"] \
-        if probes else {}
     return mean_kpi("progress_over_mismatched", [design[p] - wrong[p] for p in probes],
-                    unit="probes", clusters=[str(fam.get(p, p)) for p in probes], seed=seed)
+                    unit="probes", clusters=_families(rows, probes), seed=seed)
 
 
 def _fmt(k: KPI | None) -> str:
@@ -117,7 +119,7 @@ def controls_table(points: Sequence[PointLike], rows: pd.DataFrame) -> pd.DataFr
             change = p.kpi("live_success_change")
             live = bool(change is not None and change.n)
             gain = _gain(gain_recovered(rows, p, control, basis="success" if live else "replay"))
-            if live and "gold_matched" in rows:
+            if live and graded:
                 progress = _gain(gain_recovered(rows, p, control, basis="progress"))
         rec["oracle_gain_recovered"] = gain
         rec["oracle_gain_recovered_progress"] = progress

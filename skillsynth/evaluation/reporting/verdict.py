@@ -215,19 +215,22 @@ def run_control(points: Sequence[PointT], point: PointLike) -> tuple[str, PointT
     """The run's positive-control point for ``point``: same probes (the same protocol; a
     sweep's other settings are the same for all its points), the oracle preferred. None
     when the run has none."""
-    proto = as_entry(point).protocol.get("protocol", "strict")
-    entries = [as_entry(p) for p in points]
     for name in POSITIVE_CONTROLS:
-        for p, e in zip(points, entries, strict=True):
-            if e.strategy == name and e.protocol.get("protocol", "strict") == proto:
-                return name, p
+        found = _same_protocol(points, point, name)
+        if found is not None:
+            return name, found
     return None
 
 
 def run_negative(points: Sequence[PointT], point: PointLike) -> PointT | None:
     """The run's mismatched-control point for ``point`` (same protocol), or None."""
+    return _same_protocol(points, point, "mismatched")
+
+
+def _same_protocol(points: Sequence[PointT], point: PointLike, strategy: str) -> PointT | None:
+    """The first of ``points`` running ``strategy`` under ``point``'s protocol."""
     proto = as_entry(point).protocol.get("protocol", "strict")
-    return next((p for p in points if as_entry(p).strategy == "mismatched"
+    return next((p for p in points if as_entry(p).strategy == strategy
                  and as_entry(p).protocol.get("protocol", "strict") == proto), None)
 
 

@@ -49,7 +49,13 @@ from ...errors import EvaluationError, LLMError, MalformedSkill
 from ...pipeline.cluster import Cluster
 from ...pipeline.detect import SessionSequence, extract_sequences
 from ...pipeline.recall import skill_from_procedure
-from ...pipeline.verify import RejectedRecord, Verifier, candidate_key, verify_path_for
+from ...pipeline.verify import (
+    RejectedRecord,
+    Verifier,
+    candidate_key,
+    rejected_keys,
+    verify_path_for,
+)
 from ...store import MemoryStore
 
 __all__ = ["GaiaCluster", "GaiaVerification", "Judged"]
@@ -105,8 +111,7 @@ class GaiaVerification:
         None under ``force``), the recorded rejections (none under ``force``) and the ids."""
         detected = extract_sequences(store, config, newer_than=since, outcomes=outcomes,
                                      advance=False)
-        with RejectedRecord(verify_path_for(store.path), create=False) as record:
-            keys = frozenset() if force else frozenset(record.keys())
+        keys = frozenset() if force else frozenset(rejected_keys(store.path))
         return cls(store, verifier, {q.session_id: q for q in detected.sequences}, keys,
                    {p.id for p in store.procedures()})
 
