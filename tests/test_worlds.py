@@ -34,7 +34,7 @@ def _golden(world, task_id):
 
 
 def test_worlds_are_listed_and_unknown_names_and_tasks_are_refused(airline):
-    assert set(WORLDS) == {"tau2:airline", "tau2:retail"}
+    assert set(WORLDS) == {"tau2:airline", "tau2:retail", "tau2:mock"}
     with pytest.raises(WorldError, match="unknown world 'tau2:bank'.*tau2:airline"):
         get_world("tau2:bank")
     assert len(airline.tasks()) == 50 and len(airline.tool_specs()) == 14
@@ -44,6 +44,28 @@ def test_worlds_are_listed_and_unknown_names_and_tasks_are_refused(airline):
         airline.start("999")
     retail = get_world("tau2:retail")
     assert len(retail.tasks()) == 114 and len(retail.tool_specs()) == 15
+
+
+def test_the_mock_world_scores_its_gold_call_and_refuses_tasks_it_cannot_set_up():
+    mock = get_world("tau2:mock")
+    assert len(mock.tasks()) == 9 and len(mock.tool_specs()) == 4
+    (name, args), = mock.gold_actions("create_task_1")
+    ep = mock.start("create_task_1")
+    out = ep.execute(name, args)
+    assert out.ok and "Important Meeting" in out.result
+    done = ep.score([Turn("call", name, args, out.result, out.ok),
+                     Turn("answer", content="Created.")], "agent-stop")
+    assert (done.success, done.reward) == (True, 1.0)
+    idle = mock.start("create_task_1").score([Turn("answer", content="No.")], "agent-stop")
+    assert idle.success is False  # the task list never changed
+    for task_id, field in [("update_task_with_message_history", "message_history"),
+                           ("update_task_with_initialization_data", "initialization_data"),
+                           ("update_task_with_initialization_actions",
+                            "initialization_actions")]:
+        with pytest.raises(WorldError, match=f"'{task_id}'.*sets {field}.*does not replay"):
+            mock.start(task_id)
+        with pytest.raises(WorldError, match=field):
+            mock.task(task_id)  # the closed loop checks ids with task(): refused up front
 
 
 def test_a_missing_tau2_package_names_the_install_command(monkeypatch):

