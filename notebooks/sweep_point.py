@@ -27,7 +27,7 @@
 corpus = "eval/results/example/corpus/corpus.db"   # a corpus memory.db with its labels file
 thresholds = {"similarity_tau": 0.8, "min_occurrences": 3, "max_recall_body_chars": 1500}
 options = {}                   # the point's options (PointOptions; a missing key takes its default)
-user = None                    # a simulated user's endpoint {base_url, model, backend} (None: solo)
+user = None                    # a simulated user: {base_url, model, backend}, "agent" (the agent's model), None (solo)
 backend = {"backend": "local"} # skillsynth.models.backend.BackendSpec fields
 out_dir = "eval/results/example/points/manual"
 
@@ -37,7 +37,7 @@ import pandas as pd
 
 from skillsynth.config import Thresholds
 from skillsynth.evaluation import EvalConfig, PointOptions, run_point
-from skillsynth.models.backend import BackendSpec, open_clients, open_user
+from skillsynth.models.backend import BackendSpec, open_clients, point_user
 
 # %% [markdown]
 # Every option, its value here and what it does (declared once, in `PointOptions`):
@@ -49,10 +49,8 @@ pd.DataFrame([{"option": n, "value": getattr(opts, n), "what it does": PointOpti
 
 # %% tags=["run"]
 cfg = EvalConfig(corpus, thresholds=Thresholds().merge(thresholds), **opts.to_json())
-u = user or {}
 with open_clients(BackendSpec(**backend)) as (llm, embedder), \
-        open_user(u.get("base_url"), u.get("model"), backend=u.get("backend", "lemonade"),
-                  cache=backend.get("cache")) as user_llm:
+        point_user(user, llm, cache=backend.get("cache")) as user_llm:
     result = run_point(cfg, llm, embedder, out_dir, user=user_llm)
 result.summary["split"]
 

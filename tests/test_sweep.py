@@ -312,3 +312,32 @@ def test_every_shipped_sweep_spec_is_valid(spec, monkeypatch):
     if "import" in s.corpus:  # shipped files or folders of them, relative to the spec
         for f in s.corpus["import"]["files"]:
             assert (spec.parent / f).resolve().exists(), f
+
+
+def test_the_agent_can_play_the_simulated_user_and_nothing_else_is_taken_for_one(tmp_path):
+    from skillsynth.models.backend import point_user
+
+    agent = object()
+    with point_user("agent", agent) as user:
+        assert user is agent  # one model server: the agent's own client plays the user
+    with point_user(None, agent) as user:
+        assert user is None  # solo
+    with pytest.raises(ConfigError, match="'agents'"), point_user("agents", agent):
+        pass
+    base = {"name": "u", "corpus": {"live": {"tasks": [5]}}, "history": "live",
+            "world": "tau2:retail", "live": True, "k": 1,
+            "grid": {"strategy": ["oracle"], "similarity_tau": [0.8], "min_occurrences": [3],
+                     "max_recall_body_chars": [1500]}}
+    for user, ok in [("agent", True), ({"base_url": "http://x/v1", "model": "m"}, True),
+                     ("agents", False), ({"model": "m"}, False)]:
+        p = tmp_path / f"s{len(str(user))}.yaml"
+        p.write_text(yaml.safe_dump({**base, "user": user}))
+        if ok:
+            SweepSpec.load(p).check()
+        else:
+            with pytest.raises(ConfigError, match="user needs"):
+                SweepSpec.load(p).check()
+    p.write_text(yaml.safe_dump({**base, "user": "agent", "world": "replay",
+                                 "history": "recorded", "corpus": {"db": "x.db"}}))
+    with pytest.raises(ConfigError):
+        SweepSpec.load(p).check()

@@ -12,17 +12,24 @@ backend or model.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from ..errors import ConfigError, LLMError
+from ..protocols import ChatModel
 from .cache import CallCache
 from .embed import Embedder
 from .llm import LEMONADE_EMBED_MODEL, ChatClient, Endpoint
 
-__all__ = ["BACKENDS", "BackendName", "BackendSpec", "open_clients", "open_user"]
+__all__ = ["AGENT_PLAYS_USER", "BACKENDS", "BackendName", "BackendSpec", "open_clients",
+           "open_user", "point_user"]
+
+#: A sweep's ``user: agent``: the agent's own model plays the simulated user on the agent's
+#: endpoint (one model server on a small machine; its turns are cached under the user's own
+#: prompt version, apart from the agent's).
+AGENT_PLAYS_USER = "agent"
 
 BackendName = Literal["local", "lemonade", "endpoints"]
 BACKENDS: tuple[BackendName, ...] = ("local", "lemonade", "endpoints")
@@ -116,3 +123,20 @@ def open_user(url: str | None, model: str | None, *, backend: str = "lemonade",
     finally:
         if store is not None:
             store.close()
+
+
+@contextlib.contextmanager
+def point_user(user: Mapping[str, Any] | str | None, agent: ChatModel,
+               cache: str | None = None) -> Iterator[ChatModel | None]:
+    """The simulated user a sweep point names: None (solo), :data:`AGENT_PLAYS_USER` (the
+    agent's client itself), or an endpoint ``{base_url, model[, backend]}``."""
+    if user == AGENT_PLAYS_USER:
+        yield agent
+        return
+    if isinstance(user, str):
+        raise ConfigError(f"user must be {AGENT_PLAYS_USER!r} or {{base_url, model[, backend]}}, "
+                          f"not {user!r}", key="user")
+    u = user or {}
+    with open_user(u.get("base_url"), u.get("model"), backend=u.get("backend", "lemonade"),
+                   cache=cache) as client:
+        yield client

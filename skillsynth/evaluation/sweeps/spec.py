@@ -13,7 +13,7 @@ from typing import Any
 
 from ...config import Thresholds, calibration_for, read_config_file
 from ...errors import ConfigError
-from ...models.backend import BackendSpec
+from ...models.backend import AGENT_PLAYS_USER, BackendSpec
 from ..point.options import PointOptions
 
 __all__ = ["CALIBRATED", "GRID_KEYS", "PROTOCOL_KEYS", "RUN_ONLY_KEYS", "Point", "SweepSpec",
@@ -52,8 +52,9 @@ class SweepSpec:
         base: thresholds fixed for every point.
         options: every point's options (:class:`~.options.PointOptions`; each is a
             top-level key of the file); the grid may vary the sweepable ones.
-        user: a simulated user's endpoint ``{base_url, model[, backend]}`` for live probes
-            in a tau2 world (None: solo).
+        user: a simulated user for live probes in a tau2 world: an endpoint
+            ``{base_url, model[, backend]}``, ``agent`` (the agent's own model plays the
+            user on its endpoint), or None (solo).
         calibration: the backend's embedder's calibrated taus (its file in
             ``skillsynth/data/calibration/``, if any), used by ``similarity_tau: calibrated``.
         workers: points run at once.
@@ -68,7 +69,7 @@ class SweepSpec:
     backend: Mapping[str, Any] = field(default_factory=lambda: {"backend": "local"})
     options: PointOptions = field(default_factory=PointOptions)
     workers: int = 2
-    user: Mapping[str, Any] | None = None
+    user: Mapping[str, Any] | str | None = None
     calibration: Mapping[str, float] = field(default_factory=dict)
     point_timeout_s: float | None = 3600.0
     description: str = ""
@@ -145,10 +146,11 @@ class SweepSpec:
                 self.corpus["live"], Mapping) or not self.corpus["live"].get("tasks")):
             raise ConfigError("history: live needs a tau2 world and corpus.live.tasks",
                               key="corpus.live", source=src)
-        if self.user is not None and (not isinstance(self.user, Mapping) or not {
-                "base_url", "model"} <= set(self.user) or opts.world == "replay"):
-            raise ConfigError("user needs {base_url, model[, backend]} and a tau2 world",
-                              key="user", source=src)
+        if self.user is not None and (opts.world == "replay" or (
+                self.user != AGENT_PLAYS_USER and (not isinstance(self.user, Mapping) or not {
+                    "base_url", "model"} <= set(self.user)))):
+            raise ConfigError(f"user needs {{base_url, model[, backend]}} or "
+                              f"{AGENT_PLAYS_USER!r}, and a tau2 world", key="user", source=src)
         imp = self.corpus.get("import")
         if "import" in kinds and (not isinstance(imp, Mapping) or "format" not in imp
                                   or not isinstance(imp.get("files"), list)):
