@@ -380,3 +380,19 @@ def test_the_positive_control_shows_in_a_live_tau2_world_with_a_perfect_follower
     assert k["live_calls_to_first_write_memory"].value == 3.0
     assert res.summary["controls"]["gold_from"] == "world"
     assert res.summary["controls"]["descriptions"] == "world"
+
+
+@pytest.mark.live
+def test_a_requested_task_without_a_probe_is_refused_by_name(tmp_path):
+    # a task list is what the user asked to measure: one that cannot run is an error, never
+    # a smaller n found later in the summary
+    from skillsynth.evaluation.live.history import live_history
+    from skillsynth.evaluation.live.worlds import get_world
+
+    db = tmp_path / "live.db"
+    live_history(get_world("tau2:airline"), FakeProcedureFollower(), db, tasks=["9"],
+                 attempts=2, step_limit=8)
+    cfg = EvalConfig(str(db), strategy="oracle", k=1, live=True, world="tau2:airline",
+                     history="live", step_limit=8, policy=False, tasks=("9", "12"))
+    with pytest.raises(EvaluationError, match=r"tasks 12 have no probe.*probes' task ids: 9$"):
+        run_point(cfg, FakeProcedureFollower(), FakeFamilyEmbedder(), tmp_path / "pt")

@@ -66,6 +66,10 @@ def _some(probes: Sequence[str], cfg: LiveConfig, have: Sequence[str | None]) ->
                               f"{', '.join(ids[:12])}{', ...' if len(ids) > 12 else ''})")
 
 
+def _task_order(task_id: str) -> tuple[int, str]:
+    return (int(task_id), "") if task_id.isdigit() else (1 << 30, task_id)
+
+
 def live_world(cfg: LiveConfig, store: MemoryStore, recorded: Sequence[ToolCall],
                 probe_calls: Mapping[str, Sequence[ToolCall]],
                 labels: Mapping[str, SessionLabel], goals: Mapping[str, str], split: Split
@@ -91,12 +95,14 @@ def live_world(cfg: LiveConfig, store: MemoryStore, recorded: Sequence[ToolCall]
     wanted = None if cfg.tasks is None else {world.task(t).task_id for t in cfg.tasks}
     task_of: dict[str, str] = {}
     missing: list[str] = []
+    seen: set[str] = set()
     for s in probes:
         try:
             task = world.task(str(labels[s].task_id))
         except WorldError:
             missing.append(s)
             continue
+        seen.add(task.task_id)
         if wanted is not None and task.task_id not in wanted:
             continue
         if _norm(goals[s]) in (_norm(task.goal), _norm(task.prompt)):
@@ -105,6 +111,11 @@ def live_world(cfg: LiveConfig, store: MemoryStore, recorded: Sequence[ToolCall]
             missing.append(s)
     if wanted is not None:
         _some(list(task_of) + missing, cfg, have)
+        if absent := sorted(wanted - seen, key=_task_order):
+            raise EvaluationError(
+                f"{cfg.corpus}: tasks {', '.join(absent)} have no probe (a task needs more "
+                f"than k attempts in the corpus); probes' task ids: "
+                f"{', '.join(sorted(seen, key=_task_order))}")
     if not task_of:
         raise WorldError(f"{cfg.corpus}: none of its {len(probes)} probes is a task of "
                          f"{world.name} (task ids and goals must match the world's tasks)")
