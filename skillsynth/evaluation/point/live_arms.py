@@ -24,7 +24,7 @@ from ...protocols import ChatModel
 from ...store import MemoryStore, ToolCall
 from ..live.agent import AgentRun, run_agent
 from ..live.user_sim import UserSimulator
-from ..live.worlds import ReplayWorld, World, get_world
+from ..live.worlds import ReplayWorld, World, get_world, task_order
 from ..strategies import Recaller
 from .controls import GoldSource, gold_share_matched
 from .metrics import ProbeResult
@@ -64,10 +64,6 @@ def _some(probes: Sequence[str], cfg: LiveConfig, have: Sequence[str | None]) ->
         raise EvaluationError(f"{cfg.corpus}: no probe has a task id in "
                               f"{', '.join(cfg.tasks or ())} (probes' task ids: "
                               f"{', '.join(ids[:12])}{', ...' if len(ids) > 12 else ''})")
-
-
-def _task_order(task_id: str) -> tuple[int, str]:
-    return (int(task_id), "") if task_id.isdigit() else (1 << 30, task_id)
 
 
 def live_world(cfg: LiveConfig, store: MemoryStore, recorded: Sequence[ToolCall],
@@ -111,11 +107,11 @@ def live_world(cfg: LiveConfig, store: MemoryStore, recorded: Sequence[ToolCall]
             missing.append(s)
     if wanted is not None:
         _some(list(task_of) + missing, cfg, have)
-        if absent := sorted(wanted - seen, key=_task_order):
+        if absent := sorted(wanted - seen, key=task_order):
             raise EvaluationError(
                 f"{cfg.corpus}: tasks {', '.join(absent)} have no probe (a task needs more "
                 f"than k attempts in the corpus); probes' task ids: "
-                f"{', '.join(sorted(seen, key=_task_order))}")
+                f"{', '.join(sorted(seen, key=task_order))}")
     if not task_of:
         raise WorldError(f"{cfg.corpus}: none of its {len(probes)} probes is a task of "
                          f"{world.name} (task ids and goals must match the world's tasks)")

@@ -7,13 +7,23 @@ name). See :mod:`.base` for the contract.
 
 from __future__ import annotations
 
-from .base import FINISHED, CallOutcome, Episode, Score, Termination, Turn, World, WorldTask
+from .base import (
+    FINISHED,
+    CallOutcome,
+    Episode,
+    Score,
+    Termination,
+    Turn,
+    World,
+    WorldTask,
+    task_order,
+)
 from .replay import ReplayWorld, canonical_args, judge_success
 from .tau2 import DOMAINS, INSTALL, TAU2_VERSION, WORLD_DEPS, Tau2World, prepare_tau2
 
 __all__ = ["DOMAINS", "FINISHED", "INSTALL", "TAU2_VERSION", "WORLDS", "WORLD_DEPS", "CallOutcome", "Episode",
            "ReplayWorld", "Score", "Tau2World", "Termination", "Turn", "World", "WorldTask",
-           "canonical_args", "get_world", "judge_success", "prepare_tau2"]
+           "canonical_args", "get_world", "judge_success", "prepare_tau2", "task_order"]
 
 #: Worlds buildable by name, with a one-line description.
 WORLDS: dict[str, str] = {

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 __all__ = ["FINISHED", "CallOutcome", "Episode", "Score", "Termination", "Turn", "World",
-           "WorldTask"]
+           "WorldTask", "task_order"]
 
 #: How a run ended: the model answered without a call (solo) or the simulated user ended
 #: the conversation; or the step limit, the user-turn limit or a model error cut it off.
@@ -123,3 +123,8 @@ class World(Protocol):
     def start(self, task_id: str) -> Episode:
         """A fresh episode of the task."""
         ...
+
+
+def task_order(task_id: str) -> tuple[int, str]:
+    """Sort key for task ids: numeric ids by number, then named ones (tau2's mock) by name."""
+    return (int(task_id), "") if task_id.isdigit() else (1 << 30, task_id)

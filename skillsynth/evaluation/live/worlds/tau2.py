@@ -28,7 +28,7 @@ from typing import Any
 
 from ....errors import WorldError
 from ..framing import solo_request
-from .base import FINISHED, CallOutcome, Score, Termination, Turn, WorldTask
+from .base import FINISHED, CallOutcome, Score, Termination, Turn, WorldTask, task_order
 
 __all__ = ["DOMAINS", "INSTALL", "TAU2_VERSION", "WORLD_DEPS", "Tau2Episode", "Tau2World",
            "prepare_tau2"]
@@ -167,8 +167,8 @@ class Tau2World:
             tid = tid[len(self.domain) + 1:]
         t = self._tasks.get(tid)
         if t is None:
-            raise WorldError(f"{self.name} has no task {task_id!r} (ids {min(self._tasks, key=_num)}"
-                             f"..{max(self._tasks, key=_num)}; `skillsynth world list "
+            raise WorldError(f"{self.name} has no task {task_id!r} (ids {min(self._tasks, key=task_order)}"
+                             f"..{max(self._tasks, key=task_order)}; `skillsynth world list "
                              f"{self.name}` lists them)")
         return t
 
@@ -256,7 +256,3 @@ class Tau2World:
             detail["note"] = f"ended by {termination}: tau2 scores 0"
             reward = 0.0
         return Score(reward >= 1.0 - 1e-6, reward, detail)
-
-
-def _num(task_id: str) -> tuple[int, str]:
-    return (int(task_id), "") if task_id.isdigit() else (1 << 30, task_id)
