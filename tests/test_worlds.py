@@ -58,6 +58,12 @@ def test_the_mock_world_scores_its_gold_call_and_refuses_tasks_it_cannot_set_up(
     assert (done.success, done.reward) == (True, 1.0)
     idle = mock.start("create_task_1").score([Turn("answer", content="No.")], "agent-stop")
     assert idle.success is False  # the task list never changed
+    # an environment assertion about a task the run never created: tau2's tool raises;
+    # the assertion is not met, and the score says why
+    unmet = mock.start("create_task_1_with_env_assertions").score(
+        [Turn("answer", content="No.")], "agent-stop")
+    assert (unmet.success, unmet.reward) == (False, 0.0)
+    assert "task_2 not found" in unmet.detail["assertion_error"]
     for task_id, field in [("update_task_with_message_history", "message_history"),
                            ("update_task_with_initialization_data", "initialization_data"),
                            ("update_task_with_initialization_actions",

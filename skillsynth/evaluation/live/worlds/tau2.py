@@ -235,13 +235,21 @@ class Tau2World:
         traj = self._trajectory(task.prompt, turns)
         parts: dict[str, float] = {}
         reward = 1.0
+        unmet: str | None = None
         if basis & {"DB", "ENV_ASSERTION"}:
-            info = ev_env.calculate_reward(environment_constructor=self._env_module
-                                           .get_environment, task=tau2_task,
-                                           full_trajectory=traj, solo_mode=False)
-            parts.update({str(getattr(k, "value", k)): v
-                          for k, v in (info.reward_breakdown or {}).items()})
-            reward *= info.reward
+            try:
+                info = ev_env.calculate_reward(environment_constructor=self._env_module
+                                               .get_environment, task=tau2_task,
+                                               full_trajectory=traj, solo_mode=False)
+            except ValueError as exc:  # an assertion's object is missing (e.g. a task the
+                # run never created): tau2's tools raise; the assertion is not met
+                unmet = f"{type(exc).__name__}: {exc}"
+                parts["ENV_ASSERTION"] = 0.0
+                reward = 0.0
+            else:
+                parts.update({str(getattr(k, "value", k)): v
+                              for k, v in (info.reward_breakdown or {}).items()})
+                reward *= info.reward
         if "ACTION" in basis:
             info = ev_act.calculate_reward(task=tau2_task, full_trajectory=traj)
             parts["ACTION"] = info.reward
@@ -252,6 +260,8 @@ class Tau2World:
             reward *= info.reward
         detail: dict[str, Any] = {"basis": sorted(basis), "breakdown": parts,
                                   "termination": termination}
+        if unmet:
+            detail["assertion_error"] = unmet
         if termination not in FINISHED:
             detail["note"] = f"ended by {termination}: tau2 scores 0"
             reward = 0.0
