@@ -64,13 +64,23 @@ def test_the_mock_world_scores_its_gold_call_and_refuses_tasks_it_cannot_set_up(
         [Turn("answer", content="No.")], "agent-stop")
     assert (unmet.success, unmet.reward) == (False, 0.0)
     assert "task_2 not found" in unmet.detail["assertion_error"]
-    for task_id, field in [("update_task_with_message_history", "message_history"),
-                           ("update_task_with_initialization_data", "initialization_data"),
-                           ("update_task_with_initialization_actions",
-                            "initialization_actions")]:
-        with pytest.raises(WorldError, match=f"'{task_id}'.*sets {field}.*does not replay"):
+    # a task that starts from seeded data or actions already taken starts from them: its
+    # task_2 exists only there, and the gold call on it meets the database check
+    for task_id in ("update_task_with_initialization_data",
+                    "update_task_with_initialization_actions"):
+        (name, args), = mock.gold_actions(task_id)
+        assert not mock.start("create_task_1").execute(name, args).ok  # no task_2 unseeded
+        ep = mock.start(task_id)
+        out = ep.execute(name, args)
+        assert out.ok and '"completed"' in out.result
+        seeded = ep.score([Turn("call", name, args, out.result, out.ok)], "agent-stop")
+        assert seeded.detail["breakdown"]["DB"] == 1.0
+    # an earlier conversation is not replayed: refused by name
+    for task_id in ("update_task_with_message_history",
+                    "update_task_with_history_and_env_assertions"):
+        with pytest.raises(WorldError, match=f"'{task_id}'.*sets message_history.*not replay"):
             mock.start(task_id)
-        with pytest.raises(WorldError, match=field):
+        with pytest.raises(WorldError, match="message_history"):
             mock.task(task_id)  # the closed loop checks ids with task(): refused up front
 
 
@@ -280,7 +290,7 @@ class FakeUser(FakeScriptedAgent):
     def chat(self, messages, **kw):
         self.calls += 1
         self.requests.append((list(messages), None))
-        said = sum(1 for m in messages if m["role"] == "assistant")
+        said = messages[-1]["content"].count("\nCustomer: ")  # its lines in the chat so far
         text = self.lines[said] if said < len(self.lines) else "Thanks! ###STOP###"
         return FakeAgentAnswer(text, ())
 
@@ -301,6 +311,15 @@ def test_a_simulated_user_opens_answers_and_ends_the_conversation(airline):
     assert "not available" not in first[0]["content"]  # not solo: the user is there
     scenario = user.requests[0][0][0]["content"]
     assert "Task instructions" in scenario or "Known info" in scenario
+    # the user continues a transcript (a small model handed the agent's words as its user
+    # turn answers as the agent); its lines are in the run's transcript, the opening first
+    last = user.requests[-1][0]
+    assert [m["role"] for m in last] == ["system", "user"]
+    assert f"Agent: {GREETING}\nCustomer: Hi, please cancel my reservation.\nAgent: " \
+        in last[1]["content"]
+    assert [t.content for t in run.transcript if t.kind == "user"] == [
+        "Hi, please cancel my reservation.", "Thanks!"]
+    assert run.transcript[0].kind == "user"
     chatty = FakeScriptedAgent([], final="Could you tell me more?")
     endless = FakeUser(["More."] * 50)
     cut = run_agent(chatty, airline.start("9"), user=UserSimulator(
@@ -308,3 +327,13 @@ def test_a_simulated_user_opens_answers_and_ends_the_conversation(airline):
     assert (cut.termination, cut.user_turns, cut.reward) == ("turn-limit", 3, 0.0)
     with pytest.raises(SkillsynthError, match="user scenario"):
         UserSimulator(endless, "  ")
+
+
+def test_the_simulated_user_keeps_only_its_own_line():
+    from skillsynth.evaluation.live.user_sim import UserSimulator
+
+    rambler = FakeUser(["Customer: I want a refund.\nAgent: Sure, your order id?\nCustomer: #W1"])
+    said, stop = UserSimulator(rambler, "Reason for call: a refund").reply("Hi!")
+    assert (said, stop) == ("I want a refund.", False)
+    said, stop = UserSimulator(FakeUser(["###STOP###"]), "Reason: x").reply("Done.")
+    assert (said, stop) == ("", True)

@@ -87,7 +87,8 @@ def _world_run(args: argparse.Namespace) -> int:
                 print(f"  {mark} {t.name}({', '.join(f'{k}={v!r}' for k, v in t.arguments.items())})"
                       f" -> {' '.join(t.result.split())[:100]}")
             else:
-                print(f"  say {' '.join(t.content.split())[:200]}")
+                who = "user" if t.kind == "user" else "say "
+                print(f"  {who} {' '.join(t.content.split())[:200]}")
     if run.error:
         print(f"skillsynth: error: the model failed: {run.error}", file=sys.stderr)
         return EXIT_FAIL

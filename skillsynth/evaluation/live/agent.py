@@ -80,7 +80,8 @@ class AgentRun:
         error: the model error that ended the run, if one did.
         wall_s: seconds.
         answer: the agent's last text.
-        transcript: every call with its result, and the final answer.
+        transcript: every call with its result, the agent's text answers and the
+            simulated user's messages.
         score_detail: the world's breakdown of the score.
     """
 
@@ -186,6 +187,7 @@ def run_agent(llm: ChatModel, episode: Episode, *, tool_specs: Sequence[Mapping[
             opening, _ = user.reply(GREETING)
         except LLMError as exc:
             return _failed(exc, t0)
+        loop.transcript.append(Turn("user", content=opening, timestamp=now_iso()))
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": system_prompt(policy, recalled, config, solo=solo,
                                                     cut=recall_cut)},
@@ -304,6 +306,8 @@ def _answered(loop: _Loop, messages: list[dict[str, Any]], answer: str,
     except LLMError as exc:
         loop.error, loop.termination = f"user {type(exc).__name__}: {exc}", "model-error"
         return
+    if said:
+        loop.transcript.append(Turn("user", content=said, timestamp=now_iso()))
     if stop:
         loop.termination = "user-stop"
         return

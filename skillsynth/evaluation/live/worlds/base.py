@@ -56,12 +56,12 @@ class CallOutcome:
 class Turn:
     """One step of a finished run, as scoring sees it.
 
-    ``kind`` is ``call`` (``name``, ``arguments``, ``result``, ``ok``) or ``answer``
-    (``content``: text the agent said to the user); ``timestamp`` is when it happened
-    (GAIA's ISO format).
+    ``kind`` is ``call`` (``name``, ``arguments``, ``result``, ``ok``), ``answer``
+    (``content``: text the agent said to the user) or ``user`` (``content``: what a simulated
+    user said); ``timestamp`` is when it happened (GAIA's ISO format).
     """
 
-    kind: Literal["call", "answer"]
+    kind: Literal["call", "answer", "user"]
     name: str = ""
     arguments: Mapping[str, Any] = field(default_factory=dict)
     result: str = ""

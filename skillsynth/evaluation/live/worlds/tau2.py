@@ -88,6 +88,11 @@ class Tau2Episode:
         self._world = world
         self._tau2_task = tau2_task
         self._env = world._env_module.get_environment(db=world._db.model_copy(deep=True))
+        init = getattr(tau2_task, "initial_state", None)
+        if init is not None:  # seeded data and actions already taken, as tau2 sets them up
+            self._env.set_state(initialization_data=init.initialization_data,
+                                initialization_actions=init.initialization_actions,
+                                message_history=[])
         self._msg = world._messages
         self._n = 0
 
@@ -187,23 +192,26 @@ class Tau2World:
         return Tau2Episode(self, self._task(t), t)
 
     def _runnable(self, t: Any) -> Any:
-        """Refuse a task that starts from a state this world does not set up (tau2's
-        ``initial_state``: seeded data, actions already taken, an earlier conversation), so
-        no run is scored against a database or a dialogue it never had."""
+        """Refuse a task that starts from an earlier conversation (tau2's ``initial_state``
+        ``message_history``): the agent would act without the dialogue it is scored against.
+        Seeded data and actions already taken (``initialization_data``,
+        ``initialization_actions``) are set up in each episode, as tau2 does."""
         init = getattr(t, "initial_state", None)
-        given = [f for f in ("initialization_data", "initialization_actions", "message_history")
-                 if getattr(init, f, None) is not None] if init is not None else []
-        if given:
+        if init is not None and getattr(init, "message_history", None) is not None:
             raise WorldError(f"{self.name} task {t.id!r}: its initial_state sets "
-                             f"{', '.join(given)}, which the live world does not replay; "
-                             f"choose a task without one (`skillsynth world list {self.name}`)")
+                             f"message_history, an earlier conversation the live world does "
+                             f"not replay; choose a task without one (`skillsynth world list "
+                             f"{self.name}`)")
         return t
 
     def _trajectory(self, prompt: str, turns: Sequence[Turn]) -> list[Any]:
         m = self._messages
-        out: list[Any] = [m.UserMessage(role="user", content=prompt)]
+        talked = bool(turns) and turns[0].kind == "user"  # a simulated user opened it
+        out: list[Any] = [] if talked else [m.UserMessage(role="user", content=prompt)]
         for i, t in enumerate(turns):
-            if t.kind == "call":
+            if t.kind == "user":
+                out.append(m.UserMessage(role="user", content=t.content))
+            elif t.kind == "call":
                 call = m.ToolCall(id=f"call_{i}", name=t.name, arguments=dict(t.arguments),
                                   requestor="assistant")
                 out.append(m.AssistantMessage(role="assistant", content=None, tool_calls=[call]))
