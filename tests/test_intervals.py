@@ -88,6 +88,14 @@ def test_mean_intervals_depend_on_how_many_families_there_are():
     again = mean_kpi("m", [0.1 * i for i in range(MIN_FAMILIES)], unit="probes",
                      clusters=fams, n_boot=500)
     assert again == many  # seeded
+    # the same family means as a share's change: the t interval (-0.45, 1.05) is clipped to
+    # what a mean of values in [-1, 1] can be; a bound on one side clips only that side
+    bounded = mean_kpi("m", [0.2, 0.4, 0.5, 0.7, 0.0, 0.0], unit="probes",
+                       clusters=["A", "A", "B", "B", "C", "C"], bounds=(-1.0, 1.0))
+    assert (bounded.lo, bounded.hi) == (pytest.approx(few.lo), 1.0)
+    low_only = mean_kpi("m", [0.2, 0.4, 0.5, 0.7, 0.0, 0.0], unit="probes",
+                        clusters=["A", "A", "B", "B", "C", "C"], bounds=(0.0, None))
+    assert (low_only.lo, low_only.hi) == (0.0, pytest.approx(few.hi))
 
 
 def _probe(family, i, *, fired=True, right=1, recorded=4, steps=3):

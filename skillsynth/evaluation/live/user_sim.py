@@ -11,9 +11,10 @@ Each turn hands the model the conversation as a transcript to continue ("Agent: 
 "Customer: ...") rather than the agent's words in the chat's user role (tau2's framing,
 ``user-sim-v1``): a small model given the agent's line as its user turn answers as the
 assistant it was tuned to be. Measured with Qwen2.5-Coder-1.5B on tau2 retail tasks 5, 18,
-38, 40 and 60: in every one of 10 runs the v1 "customer" opened with "Hello! How can I assist
-you today?" and the agent never learnt the request; given the transcript, the same model
-states the request and its known facts when asked.
+38, 40 and 60: in none of 10 runs did the agent learn the request or make a call (the v1
+customer of task 5 answers the greeting with "Hello! How can I assist you today?"); given
+the transcript, and asked first why it came, the same model opens with the request (tasks
+5, 18, 38 and 60 checked by hand) and gives its known facts when asked.
 """
 
 from __future__ import annotations
@@ -32,12 +33,16 @@ STOP = "###STOP###"
 #: The agent's opening line, to which the user answers first (as in tau2).
 GREETING = "Hi! How can I help you today?"
 _SYSTEM = ("You write the customer's lines in a chat between a customer and a customer-service "
-           "agent. Write only the customer's next message: one or two short sentences, in the "
-           "first person, in your own words. Say only what the scenario below says the "
-           "customer knows, and only when it is relevant or the agent asks for it. Do not "
-           "invent facts. When the request is fully handled, or the agent cannot handle it, "
-           f"write {STOP} alone.\n\nScenario:\n")
-_ASK = "Write the customer's next message."
+           "agent. The scenario below is written to the customer (\"you\" is the customer). "
+           "Write only the customer's next message: one or two short sentences, in the first "
+           "person, in your own words. Say only what the scenario says the customer knows, "
+           "and only when it is relevant or the agent asks for it. Do not invent facts. When "
+           "the request is fully handled, or the agent cannot handle it, write "
+           f"{STOP} alone.\n\nScenario:\n")
+#: The first turn says why the customer came (asked only for the next message, a small model
+#: answers the greeting with a refusal: "I'm sorry, but I can't help with that").
+_FIRST = "Write the customer's first message: say why you are contacting the agent."
+_NEXT = "Write the customer's next message."
 _AGENT, _CUSTOMER = "Agent: ", "Customer: "
 
 
@@ -68,7 +73,8 @@ class UserSimulator:
             LLMError: the user's model failed (the run then ends as a model error).
         """
         self._lines.append(_AGENT + " ".join((agent_text or "(no reply)").split()))
-        chat = "The chat so far:\n\n" + "\n".join(self._lines) + "\n\n" + _ASK
+        ask = _FIRST if len(self._lines) == 1 else _NEXT
+        chat = "The chat so far:\n\n" + "\n".join(self._lines) + "\n\n" + ask
         r = self.llm.chat([{"role": "system", "content": self._system},
                            {"role": "user", "content": chat}],
                           temperature=self.temperature, max_tokens=192, seed=self.seed,

@@ -20,7 +20,16 @@ import numpy as np
 
 from ...errors import EvaluationError
 from .controls import POSITIVE, GoldAction, GoldSource, first_write_at, gold_share_matched
-from .metrics import KPI, MIN_FAMILIES, N_BOOT, ProbeResult, bootstrap_interval, mean_kpi
+from .metrics import (
+    KPI,
+    MIN_FAMILIES,
+    N_BOOT,
+    SHARE,
+    SHARE_CHANGE,
+    ProbeResult,
+    bootstrap_interval,
+    mean_kpi,
+)
 
 __all__ = ["SENSITIVITY", "SHOW_CHARS", "Divergence", "InertCheck", "control_kpis",
            "controls_summary", "graded_kpis", "inert_check", "oracle_gain_recovered"]
@@ -183,15 +192,16 @@ def graded_kpis(runs: Sequence[Mapping[str, Any]], gold: GoldSource,
         acts = gold.actions(probe)
         arms[probe] = {arm: _graded_arm(rs, acts) for arm, rs in got.items()}
     out: list[KPI] = []
-    for metric, label in (("matched", "live_gold_actions_matched"),
-                          ("failed_rate", "live_failed_call_rate"),
-                          ("first_write", "live_calls_to_first_write")):
+    for metric, label, bounds, change in (
+            ("matched", "live_gold_actions_matched", SHARE, SHARE_CHANGE),
+            ("failed_rate", "live_failed_call_rate", SHARE, SHARE_CHANGE),
+            ("first_write", "live_calls_to_first_write", (1.0, None), (None, None))):
         for arm, suffix in (("no-memory", "no_memory"), ("memory", "memory")):
             units = [(p, getattr(a[arm], metric)) for p, a in sorted(arms.items())
                      if arm in a and getattr(a[arm], metric) is not None]
             out.append(mean_kpi(f"{label}_{suffix}", [v for _, v in units], unit="probes",
                                 clusters=[family_of.get(p, p) for p, _ in units], seed=seed,
-                                n_boot=n_boot))
+                                n_boot=n_boot, bounds=bounds))
         pairs = [(p, getattr(a["memory"], metric) - getattr(a["no-memory"], metric))
                  for p, a in sorted(arms.items())
                  if "memory" in a and "no-memory" in a
@@ -199,7 +209,7 @@ def graded_kpis(runs: Sequence[Mapping[str, Any]], gold: GoldSource,
                  and getattr(a["no-memory"], metric) is not None]
         out.append(mean_kpi(f"{label}_change", [v for _, v in pairs], unit="probes",
                             clusters=[family_of.get(p, p) for p, _ in pairs], seed=seed,
-                            n_boot=n_boot))
+                            n_boot=n_boot, bounds=change))
     return out
 
 

@@ -40,6 +40,8 @@ __all__ = [
     "KPI",
     "MIN_FAMILIES",
     "N_BOOT",
+    "SHARE",
+    "SHARE_CHANGE",
     "KPIKind",
     "ProbeResult",
     "ProcedureCheck",
@@ -257,12 +259,21 @@ def proportion_kpi(name: str, values: Sequence[float], *, unit: str,
                "wilson" if deff == 1.0 else "wilson-deff", fams, round(deff, 4))
 
 
+#: The range of a share (a rate in [0, 1]) and of a paired change in one.
+SHARE, SHARE_CHANGE = (0.0, 1.0), (-1.0, 1.0)
+
+
 def mean_kpi(name: str, values: Sequence[float], *, unit: str, clusters: Sequence[Hashable],
              estimate: bool = False, seed: int = 0, n_boot: int = N_BOOT,
-             level: float = 0.95) -> KPI:
+             level: float = 0.95,
+             bounds: tuple[float | None, float | None] = (None, None)) -> KPI:
     """A mean of per-probe figures: a cluster bootstrap with :data:`MIN_FAMILIES` families
     or more, a cluster-level t interval with fewer, no interval with one family (a
-    resample of one family is that family: a zero-width interval says nothing)."""
+    resample of one family is that family: a zero-width interval says nothing).
+
+    ``bounds``: the range every value lies in (a share's change: -1 to 1), to which the
+    interval is clipped: a t interval over few families can reach past what the mean can
+    be (0.75 [-0.05, 1.55] over 4), and a bound it cannot take is no information."""
     vals = [float(v) for v in values]
     if not vals:
         return KPI(name, None, None, None, 0, unit, estimate, "mean", "none", 0)
@@ -278,6 +289,9 @@ def mean_kpi(name: str, values: Sequence[float], *, unit: str, clusters: Sequenc
     else:
         lo = hi = None
         method, note = "unavailable", "one family: no interval"
+    low, high = bounds
+    if lo is not None and hi is not None:
+        lo, hi = (lo if low is None else max(lo, low)), (hi if high is None else min(hi, high))
     return KPI(name, value, lo, hi, len(vals), unit, estimate, "mean", method, g, note=note)
 
 
@@ -332,9 +346,9 @@ def _live_kpis(live: Sequence[ProbeResult], kw: dict[str, Any]) -> list[KPI]:
     return [
         mean_kpi("live_step_reduction",
                  [(b.steps_ok - m.steps_ok) / b.steps_ok for b, m in both_ok],  # type: ignore[operator]
-                 unit="probes", clusters=fams(both_ok), **kw),
+                 unit="probes", clusters=fams(both_ok), bounds=(None, 1.0), **kw),
         mean_kpi("live_success_change", [m.success - b.success for b, m in known],  # type: ignore[operator]
-                 unit="probes", clusters=fams(known), **kw),
+                 unit="probes", clusters=fams(known), bounds=SHARE_CHANGE, **kw),
         proportion_kpi("live_share_made_worse", [float(worse(b, m)) for b, m in known],
                        unit="probes", clusters=fams(known)),
         # with repeats each value is a probe's success rate: still a share in [0, 1]
