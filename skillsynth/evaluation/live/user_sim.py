@@ -19,8 +19,6 @@ the transcript, and asked first why it came, the same model opens with the reque
 
 from __future__ import annotations
 
-from typing import Any
-
 from ...errors import LLMError
 from ...protocols import ChatModel
 

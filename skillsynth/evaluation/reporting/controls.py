@@ -17,7 +17,7 @@ from typing import Any, Literal
 import pandas as pd
 
 from ..point.control_checks import oracle_gain_recovered
-from ..point.metrics import KPI, mean_kpi
+from ..point.metrics import KPI, SHARE_CHANGE, mean_kpi
 from ..sweeps.summary import PointLike, as_entry
 from .verdict import POSITIVE_CONTROLS
 
@@ -90,7 +90,8 @@ def over_mismatched(rows: pd.DataFrame, point: PointLike, mismatched: PointLike,
     wrong = _per_probe(rows, mid, "memory", "progress")
     probes = sorted(set(design) & set(wrong))
     return mean_kpi("progress_over_mismatched", [design[p] - wrong[p] for p in probes],
-                    unit="probes", clusters=_families(rows, probes), seed=seed)
+                    unit="probes", clusters=_families(rows, probes), seed=seed,
+                    bounds=SHARE_CHANGE)
 
 
 def _fmt(k: KPI | None) -> str:
