@@ -320,6 +320,10 @@ def test_a_simulated_user_opens_answers_and_ends_the_conversation(airline):
     assert [t.content for t in run.transcript if t.kind == "user"] == [
         "Hi, please cancel my reservation.", "Thanks!"]
     assert run.transcript[0].kind == "user"
+    # asked first why it came (asked for "the next message", a small model answered the
+    # greeting with a refusal), then for its next message
+    assert user.requests[0][0][1]["content"].endswith("why you are contacting the agent.")
+    assert last[1]["content"].endswith("Write the customer's next message.")
     chatty = FakeScriptedAgent([], final="Could you tell me more?")
     endless = FakeUser(["More."] * 50)
     cut = run_agent(chatty, airline.start("9"), user=UserSimulator(
