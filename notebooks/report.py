@@ -75,9 +75,11 @@ with pd.option_context("display.max_colwidth", 60):
 # (oracle - none) on the same probes; not measured where the oracle's own gain may be zero.
 
 # %%
-from skillsynth.evaluation.reporting.controls import controls_table
+from skillsynth.evaluation.reporting.controls import controls_table, decoding
 
 controls = controls_table(run.summary.points, run.rows)
+if decoding(run.summary.spec):
+    print(decoding(run.summary.spec))
 controls if len(controls) > 1 else print("one point only: nothing to read side by side")
 
 # %% [markdown]

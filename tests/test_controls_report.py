@@ -6,7 +6,12 @@ from __future__ import annotations
 import pandas as pd
 from test_intervals import _point
 
-from skillsynth.evaluation.reporting.controls import controls_table, gain_recovered, over_mismatched
+from skillsynth.evaluation.reporting.controls import (
+    controls_table,
+    decoding,
+    gain_recovered,
+    over_mismatched,
+)
 from skillsynth.evaluation.reporting.verdict import (
     run_control,
     run_negative,
@@ -137,3 +142,11 @@ def test_progress_over_mismatched_pairs_each_probe_with_the_wrong_procedures_run
     assert abs(k.value - 0.25) < 1e-9 and k.n == 12 and k.n_families == 6
     shown = controls_table(points, table).set_index("strategy")["progress_over_mismatched"]
     assert shown["oracle"].startswith("0.25 [") and shown["mismatched"] == "-"
+
+
+def test_the_controls_say_how_the_live_arms_were_decoded():
+    assert decoding({"live": False, "repeats": 3}) == ""
+    assert "one greedy run per arm" in decoding({"live": True})
+    assert "one greedy run" in decoding({"live": True, "repeats": 1, "temperature": 0.7})
+    sampled = decoding({"live": True, "repeats": 3, "temperature": 0.3})
+    assert "3 runs per arm" in sampled and "temperature 0.3" in sampled
