@@ -139,8 +139,8 @@ def _gain(k: KPI) -> str:
 def decoding(spec: Mapping[str, Any]) -> str:
     """How a run's live arms were decoded, to print beside its controls: a positive control
     seen in one greedy run per arm need not survive sampling (tau2 retail's upper bound, 7
-    probes: gold actions matched +0.21 greedy, +0.02 over three runs sampled at 0.7;
-    docs/live.md). Empty for a run without live probes."""
+    probes: gold actions matched +0.21 greedy and at 0.3, +0.02 at 0.7; docs/live.md).
+    Empty for a run without live probes."""
     if not spec.get("live"):
         return ""
     n = int(spec.get("repeats") or 1)
