@@ -78,8 +78,8 @@ with pd.option_context("display.max_colwidth", 60):
 from skillsynth.evaluation.reporting.controls import controls_table, decoding
 
 controls = controls_table(run.summary.points, run.rows)
-if decoding(run.summary.spec):
-    print(decoding(run.summary.spec))
+if how := decoding(run.summary.spec):
+    print(how)
 controls if len(controls) > 1 else print("one point only: nothing to read side by side")
 
 # %% [markdown]

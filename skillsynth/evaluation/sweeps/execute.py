@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 
@@ -26,8 +27,7 @@ def execute_point(point: Point, spec: SweepSpec, corpus: Path, backend: BackendS
     point_dir.mkdir(parents=True, exist_ok=True)
     params = {"corpus": str(corpus), "thresholds": point.thresholds().to_settings_block(),
               "options": point.point_options(spec).to_json(),
-              "user": spec.user if spec.user is None or isinstance(spec.user, str)
-              else dict(spec.user),
+              "user": dict(spec.user) if isinstance(spec.user, Mapping) else spec.user,
               "backend": asdict(backend), "out_dir": str(point_dir)}
     import papermill  # noqa: F401 (a fresh Dask worker's first import is not kernel start)
 
