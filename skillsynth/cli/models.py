@@ -68,6 +68,9 @@ def _models_status(args: argparse.Namespace) -> int:
     else:
         print(f"lemonade  unreachable at {lem['base_url']}")
     loc = status["local"]
+    for entry in loc.get("manifest_missing", []):
+        print(f"local     the manifest names a missing file: {entry} (run `skillsynth models "
+              "prepare` to rewrite it)")
     if loc["prepared"]:
         print(f"local     prepared: chat {loc['chat_id']} ({loc['chat_model']}), "
               f"embed {loc['embed_id']} ({loc['embed_model']}), server {loc['llama_server']}")

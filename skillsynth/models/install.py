@@ -11,6 +11,8 @@ from __future__ import annotations
 import importlib.util
 import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -22,17 +24,44 @@ Log = Callable[[str], None]
 
 
 def run_step(step: str, cmd: Sequence[str], *, env: Mapping[str, str] | None = None,
-             log: Log, shown: str | None = None) -> None:
-    """Run ``cmd`` (logged as ``shown``, default the command itself); raise if it fails."""
+             log: Log, shown: str | None = None, heartbeat_s: float = 30.0) -> None:
+    """Run ``cmd`` (logged as ``shown``, default the command itself); raise if it fails.
+
+    A long step (a compiler build, a large download) is never silent: every ``heartbeat_s``
+    seconds a line says it is still running and for how long.
+    """
     log(f"  $ {shown or ' '.join(cmd)}")
-    try:
-        proc = subprocess.run(list(cmd), env=dict(env) if env else None, capture_output=True,
-                              text=True, check=False)
-    except OSError as exc:
-        raise PrepareError(f"{step}: cannot run {cmd[0]}: {exc}") from exc
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
-        raise PrepareError(f"{step} failed (exit {proc.returncode}):\n{tail}")
+    started = time.monotonic()
+    with tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as out:
+        try:
+            proc = subprocess.Popen(list(cmd), env=dict(env) if env else None, stdout=out,
+                                    stderr=subprocess.STDOUT, text=True)
+        except OSError as exc:
+            raise PrepareError(f"{step}: cannot run {cmd[0]}: {exc}") from exc
+        beats = 0
+        try:
+            while True:
+                try:
+                    code = proc.wait(timeout=1.0)
+                    break
+                except subprocess.TimeoutExpired:
+                    elapsed = time.monotonic() - started
+                    if elapsed >= heartbeat_s * (beats + 1):
+                        beats += 1
+                        log(f"  ... {step}: still running ({_clock(elapsed)})")
+        except BaseException:  # Ctrl-C or an error in log: leave no build running behind
+            proc.kill()
+            proc.wait()
+            raise
+        if code != 0:
+            out.seek(0)
+            tail = "\n".join(out.read().strip().splitlines()[-15:])
+            raise PrepareError(f"{step} failed (exit {code}):\n{tail}")
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes} min {secs:02d} s" if minutes else f"{secs} s"
 
 
 def pip_install(step: str, args: Sequence[str], *, python: str = sys.executable,

