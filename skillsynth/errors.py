@@ -25,7 +25,8 @@ through untranslated (it is chained with ``raise ... from exc``)::
     ├── FigureError              a measurement record is malformed (names the figure)
     └── EvaluationError          an evaluation cannot run as asked (no probe, a finished point)
         ├── WorldError           a tool world is unknown, not installed, or has no such task
-        └── ArmSkipped           a control arm has nothing to recall for one probe (counted)
+        ├── ArmSkipped           a control arm has nothing to recall for one probe (counted)
+        └── PointInvalid         a point's model work did not run to its end (nothing recorded)
 
 Messages say what happened and what to do next.
 """
@@ -46,6 +47,7 @@ __all__ = [
     "MalformedSkill",
     "ModelNotFound",
     "PipelineError",
+    "PointInvalid",
     "PrepareError",
     "ReadOnlyStoreError",
     "SchemaError",
@@ -215,3 +217,23 @@ class ArmSkipped(EvaluationError):
     Raised by a control strategy's recall and caught by the probe's scoring, which leaves
     the probe out of the point; the reason is counted in the point's summary.
     """
+
+
+class PointInvalid(EvaluationError):
+    """A point's synthesis pass, verification try or live run did not run to its end for a
+    model or server failure, so the point measured nothing.
+
+    GAIA keeps its agent running when the model is down; an evaluation that did the same
+    would report the outage as a finding (synthesis fired 0.00). The point writes no
+    summary, so no KPI of it reaches an aggregate, report or gate, and a re-run of the sweep
+    on a healthy server redoes it (its answered model calls come from the cache).
+
+    Attributes:
+        stage: where it stopped (``synthesis``, ``live``).
+        cause: the model error's text.
+    """
+
+    def __init__(self, message: str, *, stage: str, cause: str):
+        self.stage = stage
+        self.cause = cause
+        super().__init__(message)

@@ -11,7 +11,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import socket
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
@@ -346,3 +348,157 @@ class FakeProcedureFollower(FakeChatModel):
         name, args = plan[done]
         return FakeAgentAnswer(None, ({"id": f"c{done}", "type": "function", "function": {
             "name": name, "arguments": args}},))
+
+
+# --------------------------------------------------------------------------- broken servers
+_MODELS = json.dumps({"object": "list", "data": [{"id": "m", "object": "model"}]}).encode()
+
+
+def _http(status: int, body: bytes) -> bytes:
+    return (f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: "
+            f"{len(body)}\r\nConnection: close\r\n\r\n").encode() + body
+
+
+def _chat(content: str | None) -> bytes:
+    return json.dumps({"choices": [{"index": 0, "finish_reason": "stop", "message": {
+        "role": "assistant", "content": content}}], "usage": {}}).encode()
+
+
+class BadServer:
+    """FAKE model server: raw-socket HTTP on loopback, ``/models`` fine, the chat endpoint
+    misbehaving as told (``fault``) down to the byte, as a broken server would."""
+
+    def __init__(self, fault: str):
+        self.fault, self.stop = fault, threading.Event()
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.sock.settimeout(0.1)
+        self.base_url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
+        self.threads: list[threading.Thread] = []
+
+    def __enter__(self) -> Self:
+        self._spawn(self._accept)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(timeout=5)
+        self.sock.close()
+
+    def _spawn(self, fn: Callable[..., None], *args: object) -> None:
+        t = threading.Thread(target=fn, args=args, daemon=True)
+        self.threads.append(t)
+        t.start()
+
+    def _accept(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            self._spawn(self._serve, conn)
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    return
+                data += chunk
+            head, _, body = data.partition(b"\r\n\r\n")
+            length = next((int(h.split(b":")[1]) for h in head.split(b"\r\n")
+                           if h.lower().startswith(b"content-length:")), 0)
+            while len(body) < length:
+                body += conn.recv(65536)
+            if head.startswith(b"GET"):
+                conn.sendall(_http(200, _MODELS))
+                return
+            try:
+                self._misbehave(conn)
+            except OSError:  # the client gave up: what a deadline is for
+                pass
+
+    def _misbehave(self, conn: socket.socket) -> None:
+        f = self.fault
+        if f == "http-500":
+            conn.sendall(_http(500, b'{"error": "internal"}'))
+        elif f == "hang":
+            self.stop.wait()
+        elif f == "trickle":  # the whole answer, status line included, a byte a second
+            for b in _http(200, _chat("SKIP")):
+                conn.sendall(bytes([b]))
+                if self.stop.wait(1.0):
+                    return
+        elif f == "closed":
+            conn.shutdown(socket.SHUT_RDWR)
+        elif f == "not-json":
+            conn.sendall(_http(200, b'{"choices": [{"message": '))
+        elif f == "empty-body":
+            conn.sendall(_http(200, b""))
+        elif f == "no-choices":
+            conn.sendall(_http(200, b"{}"))
+        elif f == "empty-answer":
+            conn.sendall(_http(200, _chat("")))
+        elif f == "null-answer":
+            conn.sendall(_http(200, _chat(None)))
+
+
+class FakeModelServer:
+    """FAKE OpenAI-compatible model server for a whole sweep (its kernels reach it over
+    loopback): ``/models`` lists ``chat`` and ``embed``; ``/embeddings`` answers with
+    :class:`FakeFamilyEmbedder`'s vectors; ``/chat/completions`` stalls while ``stalled`` is
+    set (an outage), else answers as :class:`FakeDistiller` in json mode."""
+
+    def __init__(self, *, stalled: bool = False):
+        self.stalled = threading.Event()
+        if stalled:
+            self.stalled.set()
+        self.chat_requests = 0
+        outer, embedder, distiller = self, FakeFamilyEmbedder(), FakeDistiller()
+
+        class Handler(BaseHTTPRequestHandler):
+            def _send(self, body: Any) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                self._send({"object": "list", "data": [{"id": "chat"}, {"id": "embed"}]})
+
+            def do_POST(self) -> None:
+                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                req = json.loads(raw)
+                if self.path.endswith("/embeddings"):
+                    vecs = embedder.embed(list(req["input"]))
+                    self._send({"data": [{"index": i, "embedding": v.tolist()}
+                                         for i, v in enumerate(vecs)]})
+                    return
+                outer.chat_requests += 1
+                if outer.stalled.is_set():
+                    outer._stop.wait()  # never answers while the test runs
+                    return
+                answer = distiller._answer(req["messages"]).content
+                self._send({"choices": [{"index": 0, "finish_reason": "stop", "message": {
+                    "role": "assistant", "content": answer}}], "usage": {}})
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._stop = threading.Event()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self.base_url = f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()

@@ -12,18 +12,15 @@ import hashlib
 import json
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Self
 
 import pytest
 import yaml
+from fakes import BadServer
 from gaia_legacy import dump_rows
 
 from skillsynth.config import Thresholds
@@ -216,99 +213,6 @@ def test_a_pass_and_a_concurrent_writer_both_succeed_and_the_writer_never_waits_
 
 
 # ------------------------------------------------------------------ 3. misbehaving servers
-_MODELS = json.dumps({"object": "list", "data": [{"id": "m", "object": "model"}]}).encode()
-
-
-def _http(status: int, body: bytes) -> bytes:
-    return (f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: "
-            f"{len(body)}\r\nConnection: close\r\n\r\n").encode() + body
-
-
-def _chat(content: str | None) -> bytes:
-    return json.dumps({"choices": [{"index": 0, "finish_reason": "stop", "message": {
-        "role": "assistant", "content": content}}], "usage": {}}).encode()
-
-
-class BadServer:
-    """FAKE model server: raw-socket HTTP on loopback, ``/models`` fine, the chat endpoint
-    misbehaving as told (``fault``) down to the byte, as a broken server would."""
-
-    def __init__(self, fault: str):
-        self.fault, self.stop = fault, threading.Event()
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.sock.settimeout(0.1)
-        self.base_url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
-        self.threads: list[threading.Thread] = []
-
-    def __enter__(self) -> Self:
-        self._spawn(self._accept)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        for t in self.threads:
-            t.join(timeout=5)
-        self.sock.close()
-
-    def _spawn(self, fn: Callable[..., None], *args: object) -> None:
-        t = threading.Thread(target=fn, args=args, daemon=True)
-        self.threads.append(t)
-        t.start()
-
-    def _accept(self) -> None:
-        while not self.stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except TimeoutError:
-                continue
-            self._spawn(self._serve, conn)
-
-    def _serve(self, conn: socket.socket) -> None:
-        with conn:
-            data = b""
-            while b"\r\n\r\n" not in data:
-                chunk = conn.recv(65536)
-                if not chunk:
-                    return
-                data += chunk
-            head, _, body = data.partition(b"\r\n\r\n")
-            length = next((int(h.split(b":")[1]) for h in head.split(b"\r\n")
-                           if h.lower().startswith(b"content-length:")), 0)
-            while len(body) < length:
-                body += conn.recv(65536)
-            if head.startswith(b"GET"):
-                conn.sendall(_http(200, _MODELS))
-                return
-            try:
-                self._misbehave(conn)
-            except OSError:  # the client gave up: what a deadline is for
-                pass
-
-    def _misbehave(self, conn: socket.socket) -> None:
-        f = self.fault
-        if f == "http-500":
-            conn.sendall(_http(500, b'{"error": "internal"}'))
-        elif f == "hang":
-            self.stop.wait()
-        elif f == "trickle":  # the whole answer, status line included, a byte a second
-            for b in _http(200, _chat("SKIP")):
-                conn.sendall(bytes([b]))
-                if self.stop.wait(1.0):
-                    return
-        elif f == "closed":
-            conn.shutdown(socket.SHUT_RDWR)
-        elif f == "not-json":
-            conn.sendall(_http(200, b'{"choices": [{"message": '))
-        elif f == "empty-body":
-            conn.sendall(_http(200, b""))
-        elif f == "no-choices":
-            conn.sendall(_http(200, b"{}"))
-        elif f == "empty-answer":
-            conn.sendall(_http(200, _chat("")))
-        elif f == "null-answer":
-            conn.sendall(_http(200, _chat(None)))
-
-
 def _invoice_sessions(store: MemoryStore, n: int = 3) -> None:
     for i in range(n):
         with store.transaction():

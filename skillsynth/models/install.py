@@ -42,7 +42,7 @@ def run_step(step: str, cmd: Sequence[str], *, env: Mapping[str, str] | None = N
         try:
             while True:
                 try:
-                    code = proc.wait(timeout=1.0)
+                    code = proc.wait(timeout=min(1.0, heartbeat_s / 4))
                     break
                 except subprocess.TimeoutExpired:
                     elapsed = time.monotonic() - started

@@ -15,6 +15,7 @@ client checks the configured model against ``/models`` itself before its first c
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import threading
@@ -27,6 +28,8 @@ import httpx
 
 from ..errors import LLMError, LLMUnavailable, MalformedResponse, ModelNotFound
 from .cache import CallCache, cache_key
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "LEMONADE_BASE_URL",
@@ -110,6 +113,26 @@ class _DeadlineExceeded(Exception):
     """A request's answer did not arrive whole within the endpoint's deadline."""
 
 
+#: The most often one kind of failure at one server is warned about (seconds): an outage
+#: says so as it happens without a line per request.
+WARN_EVERY_S = 30.0
+_warned: dict[tuple[str, str], tuple[float, int]] = {}
+_warned_lock = threading.Lock()
+
+
+def _warn_retry(message: str, *, key: tuple[str, str]) -> None:
+    """A warning per failed model request, rate limited per (server, kind of failure)."""
+    now = time.monotonic()
+    with _warned_lock:
+        last, quiet = _warned.get(key, (-WARN_EVERY_S, 0))
+        if now - last < WARN_EVERY_S:
+            _warned[key] = (last, quiet + 1)
+            return
+        _warned[key] = (now, 0)
+    more = f" ({quiet} more like it since the last warning)" if quiet else ""
+    log.warning("%s%s", message, more)
+
+
 class ModelConnection:
     """HTTP to one endpoint: retries, error translation, request counting.
 
@@ -146,6 +169,9 @@ class ModelConnection:
         last, why = "", ""
         for attempt in range(attempts):
             if attempt:
+                _warn_retry(f"{e.backend} at {e.base_url} (model {e.model}): {path} attempt "
+                            f"{attempt} of {attempts} failed ({last[:160]}); retrying",
+                            key=(e.base_url, why))
                 time.sleep(e.retry_backoff_s * 2 ** (attempt - 1))
             self.requests_sent += 1
             try:

@@ -26,6 +26,7 @@ from ..live.agent import AgentRun, run_agent
 from ..live.user_sim import UserSimulator
 from ..live.worlds import ReplayWorld, World, get_world, task_order
 from ..strategies import Recaller
+from .complete import require_run
 from .controls import GoldSource, gold_share_matched
 from .metrics import ProbeResult
 from .split import Split
@@ -156,6 +157,7 @@ def live_rows(cfg: LiveConfig, llm: ChatModel, world: World, task_of: Mapping[st
                 for arm, run, block in (("no-memory", base, ""),
                                         ("memory", mem, inject(skills, th, cut=cfg.recall_cut)
                                          if skills else "")):
+                    require_run(run, f"{world.name} task {task_id}, {arm} arm, run {rep}")
                     fh.write(json.dumps({"probe_session": r.probe_session, "task_id": task_id,
                                          "world": world.name, "arm": arm, "repeat": rep,
                                          "recalled_ids": list(r.recalled_ids) if skills else [],

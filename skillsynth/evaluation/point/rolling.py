@@ -41,6 +41,7 @@ from ...pipeline.verify import Verifier
 from ...protocols import ChatModel
 from ...store import MemoryStore
 from ..strategies import Strategy
+from .complete import require_pass
 from .metrics import ProbeResult
 from .scoring import FloorWitness, probe_rows, progress_bar, store_view
 from .split import Split
@@ -257,6 +258,7 @@ def _synthesis_pass(store: MemoryStore, strategy: Strategy, llm: ChatModel, embe
                               outcomes=outcomes, verifier=verifier)
     took = time.perf_counter() - t0
     assert rep is not None  # a strategy with a method synthesizes
+    require_pass(rep, f"rolling pass {index} (after {at} session(s))")
     return rep, PassRecord(
         index, at, rep.status, rep.sessions, rep.qualified, rep.distilled, rep.added,
         rep.updated, rep.left_for_later, rep.llm_calls, rep.cache_hits,

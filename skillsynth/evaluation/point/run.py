@@ -44,6 +44,7 @@ from ..live.agent import AGENT_PROMPT_VERSION
 from ..live.user_sim import USER_PROMPT_VERSION
 from ..live.worlds import WORLDS
 from ..strategies import Strategy, get_strategy
+from .complete import require_pass
 from .control_checks import control_kpis, controls_summary
 from .controls import GoldSource, check_gold, gold_source
 from .estimate import RULE
@@ -352,6 +353,7 @@ def _strict(cfg: EvalConfig, strategy: Strategy, llm: ChatModel, embedder: Embed
         with _stage(timings, "clustering"):  # with distillation (cache hits when warm)
             report = strategy.synthesize(store, llm, embedder, th, mode=cfg.mode,
                                          rate=cfg.rate, outcomes=outcomes, verifier=verifier)
+        require_pass(report, f"{cfg.strategy} on {Path(cfg.corpus).name}")
         t_recall = time.perf_counter()
         view = store_view(store, strategy, queries, th, cfg.recall_key, split, gold)
         first_counts = {p.id: (p.success_count, p.attempt_count) for p in view.procedures}

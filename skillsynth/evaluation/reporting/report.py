@@ -9,6 +9,7 @@ The gate and baselines are :mod:`.gate` (re-exported here).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -128,6 +129,23 @@ def _fmt(value: Any, lo: Any, hi: Any, n: Any, estimate: Any = False,
     return f"{value:.2f}{ci} n={int(n)}{fams}{' est.' if estimate else ''}"
 
 
+def _failed_lines(failed: Mapping[str, str]) -> str:
+    """One line per point that did not finish: it is missing from every table below."""
+    return "".join(f"**Missing** `{pid}` (no KPI of it is reported): "
+                   f"{why.splitlines()[0][:300] if why else 'no cause recorded'}  \n"
+                   for pid, why in failed.items())
+
+
+def _history_words(split: Mapping[str, Any]) -> str:
+    """The history a point's probes were recalled against, in words, for either protocol."""
+    if split.get("protocol") == "rolling":
+        return (f"{split.get('sessions')} sessions replayed in time order (each probe against "
+                "the sessions before it)")
+    if split.get("history") is None:
+        return "history size not recorded"
+    return f"{split.get('history')} history sessions"
+
+
 def describe_run(run: Run) -> str:
     """A Markdown paragraph: what was run, on what, with which models."""
     s = run.summary
@@ -136,8 +154,9 @@ def describe_run(run: Run) -> str:
     split = first.split if first else {}
     return (f"**Run** `{s.name}`: {s.finished} of {s.n_points} point(s) finished"
             f"{f', {len(s.failed)} failed' if s.failed else ''}.  \n"
+            f"{_failed_lines(s.failed)}"
             f"**Corpus** `{corpus.path}` (sha256 `{str(corpus.sha256)[:12]}`): "
-            f"{split.get('history')} history sessions, {split.get('probes')} probes "
+            f"{_history_words(split)}, {split.get('probes')} probes "
             f"(attempt {split.get('k', 3) + 1} of each task).  \n"
             f"**Models**: chat `{versions.chat_model}`, embedder "
             f"`{versions.embedder}`; distill prompt `{versions.distill_prompt}`, "
@@ -180,7 +199,12 @@ def verdict_table(run: Run) -> pd.DataFrame:
     """
     from .verdict import run_control, run_negative, verdict, verdict_points
 
-    recs = []
+    recs = [{"configuration": f"missing: {pid}", "criterion": "point finished",
+             "status": "NOT MEASURED", "measured": "-",
+             "why": (why.splitlines()[0][:300] if why else "no cause recorded"),
+             "target": "the point ran to its end", "basis": "-",
+             "note": "no KPI of it enters this report; re-run the sweep to complete it"}
+            for pid, why in run.summary.failed.items()]
     points = run.summary.points
     for label, pt in verdict_points(points):
         for row in verdict(pt, run_control(points, pt), run_negative(points, pt)):

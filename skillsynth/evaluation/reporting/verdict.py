@@ -296,11 +296,13 @@ def verdict(point: PointLike, control: tuple[str, PointLike] | None = None,
     state = [floors.get(f) for f in ("recall-threshold-and-state", "disabled-not-recalled")]
     seen = [s for s in state if s is not None]
     p = _k(kpis, "recall_precision")
+    # nothing recalled (n = 0): the floors may have behaved, but no recall was judged
     rows.append(VerdictRow("Recall precision", "only above tau; a disabled procedure never",
-                           "recall_precision", *p, "NOT MEASURED" if not seen else
+                           "recall_precision", *p, "NOT MEASURED" if not seen or not p[3] else
                            ("PASS" if all(seen) else "FAIL"), "checks",
                            "judged by the recall floors; the value is the share of recalled "
                            "procedures from the probe's own family (informational)",
+                           "nothing was recalled (n=0)" if seen and not p[3] else "",
                            n_families=_families(kpis, "recall_precision")))
     rows.append(_specific(kpis))
     v, lo, hi, n = _k(kpis, "provenance_integrity")

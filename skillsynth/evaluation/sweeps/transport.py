@@ -64,6 +64,8 @@ def run_points(todo: Sequence[Point], transport: Transport, *, label: str, progr
             else:
                 failed[p.id] = error[:2000]
                 log(f"point {p.id} failed: {failed[p.id].splitlines()[0]}")
+                if bar is not None:
+                    bar.set_postfix_str(f"{len(failed)} failed", refresh=False)
             if bar is not None:
                 bar.update(1)
     if bar is not None:

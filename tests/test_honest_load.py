@@ -1,0 +1,198 @@
+"""An outage is never a null: a point whose model work stopped on a server failure is invalid
+(no summary, nothing aggregated), says so, and a re-run on a healthy server completes it.
+
+Stalled and failing servers are FAKE raw-socket servers (``fakes.BadServer``) behind the real
+HTTP client with a 1 s timeout; the healthy re-run uses the FAKE distiller and agent.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+import pytest
+from corpus_kinds import tiny_corpus
+from fakes import (
+    BadServer,
+    FakeBrokenChat,
+    FakeDistiller,
+    FakeFamilyEmbedder,
+    FakeModelServer,
+    FakeToolAgent,
+)
+
+from skillsynth.config import Thresholds
+from skillsynth.errors import PointInvalid
+from skillsynth.evaluation import EvalConfig, run_point
+from skillsynth.evaluation.point.summary import SUMMARY
+from skillsynth.evaluation.reporting import report
+from skillsynth.evaluation.reporting.verdict import verdict
+from skillsynth.models import install, llm
+from skillsynth.models.llm import ChatClient, Endpoint
+from skillsynth.models.serve import manifest_missing
+
+TH = Thresholds(similarity_tau=0.8)
+#: 1 s per request and one retry: a stalled server costs a point about 2 s here
+FAST = Endpoint("local", "http://127.0.0.1:1/v1", "m", timeout_s=1.0, max_retries=1,
+                retry_backoff_s=0.05, connect_timeout_s=1.0)
+
+
+@pytest.mark.parametrize("fault, said", [("hang", "did not answer in time"),
+                                         ("http-500", "HTTP 500")])
+@pytest.mark.parametrize("protocol", ["strict", "rolling"])
+def test_a_synthesis_pass_cut_off_by_the_server_leaves_the_point_unfinished_then_resumes(
+        tmp_path, fault, said, protocol):
+    db = tiny_corpus(tmp_path)
+    cfg = EvalConfig(str(db), thresholds=TH, n_boot=100, protocol=protocol,
+                     **({"cadence": 3} if protocol == "rolling" else {}))
+    out = tmp_path / "pt"
+    with BadServer(fault) as srv, ChatClient(FAST.with_(base_url=srv.base_url)) as chat, \
+            pytest.raises(PointInvalid, match=said) as err:
+        run_point(cfg, chat, FakeFamilyEmbedder(), out)
+    assert err.value.stage == "synthesis" and said in err.value.cause
+    assert "re-run the sweep" in str(err.value)
+    assert not (out / SUMMARY).exists()  # nothing of it can enter an aggregate or a gate
+    # the same folder, a healthy server: the point is done, and measured
+    res = run_point(cfg, FakeDistiller(), FakeFamilyEmbedder(), out)
+    assert (out / SUMMARY).exists() and res.summary["pass"]["status"] == "ran"
+    assert res.kpis["synthesis_fired_rate"].value > 0
+
+
+def test_gaias_own_pass_with_its_model_down_makes_the_point_invalid(tmp_path):
+    pytest.importorskip("gaia", reason="amd-gaia (GAIA's reference) is a dev dependency")
+    cfg = EvalConfig(str(tiny_corpus(tmp_path)), strategy="gaia-shipped", thresholds=TH,
+                     n_boot=100)
+    with pytest.raises(PointInvalid, match="llm-unavailable") as err:
+        run_point(cfg, FakeBrokenChat(), FakeFamilyEmbedder(), tmp_path / "pt")
+    assert err.value.stage == "synthesis"
+    assert not (tmp_path / "pt" / SUMMARY).exists()
+
+
+@pytest.mark.parametrize("fault", ["hang", "http-500"])
+def test_a_live_run_cut_off_by_the_server_is_no_live_result(tmp_path, fault):
+    db = tiny_corpus(tmp_path)
+    cfg = EvalConfig(str(db), strategy="none", thresholds=TH, n_boot=100, live=True,
+                     step_limit=4)
+    out = tmp_path / "pt"
+    with BadServer(fault) as srv, ChatClient(FAST.with_(base_url=srv.base_url)) as chat, \
+            pytest.raises(PointInvalid, match="no-memory arm") as err:
+        run_point(cfg, chat, FakeFamilyEmbedder(), out)
+    assert err.value.stage == "live" and not (out / SUMMARY).exists()
+    agent = FakeToolAgent(["search_file", "read_file", "reply"], {})
+    res = run_point(cfg, agent, FakeFamilyEmbedder(), out)
+    live = [r for r in res.rows if r.steps_method == "live"]
+    assert live and all(r.termination != "model-error" for r in live)
+
+
+def test_a_retried_request_warns_once_per_server_and_kind_then_counts(caplog, monkeypatch):
+    monkeypatch.setattr(llm, "_warned", {})
+    caplog.set_level(logging.WARNING, logger="skillsynth.models.llm")
+    with BadServer("http-500") as srv, \
+            ChatClient(FAST.with_(base_url=srv.base_url, max_retries=2)) as chat:
+        for _ in range(2):
+            with pytest.raises(Exception, match="HTTP 500"):
+                chat.chat([{"role": "user", "content": "hi"}])
+    lines = [r.getMessage() for r in caplog.records]
+    # four retries in all; one line said it, the rest are counted for the next line
+    assert len(lines) == 1 and "attempt 1 of 3 failed (HTTP 500" in lines[0]
+    assert llm._warned[(srv.base_url, "failing")][1] == 3
+
+
+def _rows(pt):
+    return {r.criterion: r for r in verdict(pt)}
+
+
+def test_recall_precision_with_nothing_recalled_is_not_measured():
+    def kpi(value, n):
+        return {"value": value, "lo": value, "hi": value, "n": n}
+
+    pt = {"id": "p", "strategy": "skillsynth", "params": {"similarity_tau": 0.82},
+          "kpis": {"recall_precision": kpi(None, 0), "synthesis_fired_rate": kpi(0.0, 63)},
+          "floors": {"disabled-not-recalled": True, "recall-threshold-and-state": None}}
+    row = _rows(pt)["Recall precision"]
+    assert row.status == "NOT MEASURED" and "n=0" in row.why
+    pt["kpis"]["recall_precision"] = kpi(0.9, 7)  # recalled, and the floors behaved
+    assert _rows(pt)["Recall precision"].status == "PASS"
+
+
+def test_the_report_names_missing_points_and_a_rolling_runs_history(tmp_path):
+    db = tiny_corpus(tmp_path)
+    run = tmp_path / "run"
+    cfg = EvalConfig(str(db), thresholds=TH, n_boot=100, protocol="rolling", cadence=3)
+    res = run_point(cfg, FakeDistiller(), FakeFamilyEmbedder(), run / "points" / "a")
+    pt = {"id": "a", "strategy": "skillsynth",
+          "params": {"similarity_tau": 0.8, "min_occurrences": 3, "max_recall_body_chars": 1500},
+          **{k: res.summary[k] for k in ("kpis", "floors", "split", "corpus", "versions")}}
+    (run / "summary.json").write_text(json.dumps({
+        "name": "r", "points": [pt], "n_points": 2, "finished": 1,
+        "failed": {"b": "PointInvalid: skillsynth on tiny.db: the synthesis pass did not "
+                        "run to its end (llm-unavailable: no complete answer within 300 s)"}}))
+    loaded = report.load_run(run)
+    text = report.describe_run(loaded)
+    assert "1 of 2 point(s) finished, 1 failed" in text
+    assert "**Missing** `b`" in text and "no complete answer within 300 s" in text
+    assert "None history" not in text and "sessions replayed in time order" in text
+    table = report.verdict_table(loaded)
+    missing = table[table["configuration"] == "missing: b"]
+    assert list(missing["status"]) == ["NOT MEASURED"]
+    assert "llm-unavailable" in missing["why"].iloc[0]
+
+
+def test_a_long_install_step_is_not_silent_and_a_failed_one_shows_its_tail():
+    lines: list[str] = []
+    install.run_step("wait", [sys.executable, "-c", "import time; time.sleep(1.3)"],
+                     log=lines.append, heartbeat_s=0.4)
+    beats = [x for x in lines if "still running" in x]
+    assert 2 <= len(beats) <= 3 and beats[0].startswith("  ... wait: still running")
+    with pytest.raises(install.PrepareError, match=r"boom failed \(exit 3\):\nlast words"):
+        install.run_step("boom", [sys.executable, "-c",
+                                  "print('last words'); raise SystemExit(3)"], log=lines.append)
+
+
+def test_models_status_names_a_manifest_file_that_is_gone(tmp_path):
+    assert manifest_missing(tmp_path) == []  # no manifest: unprepared, said elsewhere
+    server, chat = tmp_path / "llama-server", tmp_path / "chat.gguf"
+    server.write_text("x")
+    chat.write_text("x")
+    gone = tmp_path / "old-venv" / "llama-server"
+    (tmp_path / "models.json").write_text(json.dumps({
+        "llama_server": str(gone), "chat_model": str(chat), "embed_model": str(server),
+        "chat_models": {"qwen": str(chat), "smollm": str(tmp_path / "nope.gguf")}}))
+    assert manifest_missing(tmp_path) == [f"llama_server: {gone}",
+                                          f"chat_models.smollm: {tmp_path / 'nope.gguf'}"]
+    (tmp_path / "models.json").write_text("{not json")
+    assert "unreadable" in manifest_missing(tmp_path)[0]
+
+
+@pytest.mark.notebooks
+def test_a_sweep_on_a_stalled_server_fails_its_points_and_a_healthy_rerun_completes_them(
+        tmp_path):
+    import yaml
+
+    from skillsynth.cli import main
+    from skillsynth.evaluation.sweeps.summary import SweepSummary
+
+    with FakeModelServer(stalled=True) as srv:
+        spec = tmp_path / "spec.yaml"
+        spec.write_text(yaml.safe_dump({
+            "name": "outage", "corpus": {"synthetic": {"families": 3, "seed": 5,
+                                                       "attempts": 4}},
+            "backend": {"backend": "endpoints", "chat_url": srv.base_url, "chat_model": "chat",
+                        "embed_url": srv.base_url, "embed_model": "embed", "timeout_s": 1},
+            "mode": "json", "workers": 1, "n_boot": 100,
+            "grid": {"strategy": ["skillsynth"], "similarity_tau": [0.8],
+                     "min_occurrences": [3], "max_recall_body_chars": [1500]}}))
+        argv = ["sweep", str(spec), "--results", str(tmp_path / "res"), "--cache",
+                str(tmp_path / "cache.db")]
+        assert main(argv) == 1  # non-zero: a point failed
+        run = tmp_path / "res" / "outage"
+        summary = SweepSummary.load(run)
+        (pid,) = summary.failed
+        assert "PointInvalid" in summary.failed[pid] and summary.points == ()
+        assert not (run / "points" / pid / SUMMARY).exists() and srv.chat_requests >= 1
+        srv.stalled.clear()  # the server recovers; the same command resumes the point
+        assert main(argv) == 0
+        summary = SweepSummary.load(run)
+        assert not summary.failed and [p.id for p in summary.points] == [pid]
+        assert summary.points[0].pass_status == "ran"
