@@ -137,6 +137,20 @@ def test_the_report_names_missing_points_and_a_rolling_runs_history(tmp_path):
     missing = table[table["configuration"] == "missing: b"]
     assert list(missing["status"]) == ["NOT MEASURED"]
     assert "llm-unavailable" in missing["why"].iloc[0]
+    # the docs quote the run from a record: every finished point's KPIs, the missing named
+    from skillsynth.evaluation.reporting.measured import sweep_measurement
+    from skillsynth.figures import record, render
+
+    m = sweep_measurement(run, command="skillsynth sweep spec.yaml")
+    fired = m.figures["a: synthesis_fired_rate"]
+    k = res.kpis["synthesis_fired_rate"]
+    assert fired["value"] == pytest.approx(k.value, abs=1e-4) and fired["n"] == k.n
+    assert fired["interval"] == f"[{k.lo:.2f}, {k.hi:.2f}]"
+    assert m.figures["a: step_reduction"]["estimate"] == "replay"
+    assert not any(name.startswith("b:") for name in m.figures)
+    assert "1 of 2 point(s) finished; missing: b (PointInvalid" in m.note
+    record(m, tmp_path / "figures")
+    assert "a: recall_hit_rate" in render(tmp_path / "figures")
 
 
 def test_a_long_install_step_is_not_silent_and_a_failed_one_shows_its_tail():
@@ -196,3 +210,62 @@ def test_a_sweep_on_a_stalled_server_fails_its_points_and_a_healthy_rerun_comple
         summary = SweepSummary.load(run)
         assert not summary.failed and [p.id for p in summary.points] == [pid]
         assert summary.points[0].pass_status == "ran"
+
+
+def _tree(root):
+    return sorted((str(p.relative_to(root)), p.stat().st_mtime_ns) for p in root.rglob("*"))
+
+
+def test_sweep_dry_run_plans_points_and_writes_nothing(tmp_path, capsys):
+    import yaml
+
+    from skillsynth.cli import main
+    from skillsynth.evaluation.sweeps.plan import plan_sweep
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump({
+        "name": "plan", "corpus": {"synthetic": {"families": 3, "seed": 5, "attempts": 4}},
+        "backend": "local", "workers": 1, "live": True, "world": "replay", "step_limit": 5,
+        "tasks": ["a", "b"], "repeats": 3, "temperature": 0.3,
+        "grid": {"strategy": ["none", "skillsynth"], "similarity_tau": [0.5],
+                 "min_occurrences": [3], "max_recall_body_chars": [1500]}}))
+    results = tmp_path / "results"
+    first = plan_sweep(spec, results_root=results)
+    assert [p.state for p in first.points] == ["new", "new"]
+    assert {p.live_runs for p in first.points} == {2 * 2 * 3}  # tasks x arms x repeats
+    assert {p.max_agent_calls for p in first.points} == {12 * 5}
+    done, killed = first.points
+    (results / "plan" / "points" / done.id).mkdir(parents=True)
+    (results / "plan" / "points" / done.id / "summary.json").write_text("{}")
+    (results / "plan" / "points" / killed.id).mkdir(parents=True)
+    before = _tree(tmp_path)
+    assert main(["sweep", str(spec), "--results", str(results), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert f"done   {done.id}" in out and f"resume {killed.id}" in out
+    assert "would run 1 of 2 point(s); live agent calls <= 60 before the cache" in out
+    assert _tree(tmp_path) == before  # no spec.yaml, no corpus, no summary
+
+
+def test_corpus_import_dry_run_counts_what_it_would_do_and_writes_nothing(tmp_path, capsys):
+    from skillsynth.cli import main
+    from skillsynth.corpora import import_corpus
+
+    src = tmp_path / "runs.jsonl"
+    rows = [{"session_id": f"s{i}", "goal": f"find the invoice {i}",
+             "tool_name": "search_file", "args": {"q": i}, "success": True}
+            for i in range(3)]
+    src.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    db = tmp_path / "c.db"
+    plan = import_corpus("jsonl", src, db, dry_run=True)
+    assert (plan.status, plan.sessions_imported, plan.calls_imported) == ("dry-run", 3, 3)
+    assert not db.exists() and not list(tmp_path.glob("c.db*"))
+    import_corpus("jsonl", src, db)
+    with src.open("a") as fh:  # one more session, and a broken line
+        fh.write(json.dumps({**rows[0], "session_id": "s9"}) + "\n{broken\n")
+    before = _tree(tmp_path)
+    assert main(["corpus", "import", "--format", "jsonl", str(src), str(db), "--dry-run",
+                 "--skip-bad"]) == 0
+    out = capsys.readouterr().out
+    assert "dry run, nothing written: would import 1 sessions" in out
+    assert "3 sessions already in the corpus" in out and "1 bad records skipped" in out
+    assert _tree(tmp_path) == before

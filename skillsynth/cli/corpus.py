@@ -38,12 +38,13 @@ def _corpus_import(args: argparse.Namespace) -> int:
 
     rep = import_corpus(args.format, args.src, args.db, tasks=args.tasks,
                         skip_bad=args.skip_bad, labels_path=args.labels,
-                        progress=not args.json and sys.stderr.isatty())
+                        progress=not args.json and sys.stderr.isatty(), dry_run=args.dry_run)
     done = EXIT_PARTIAL if rep.status == "partial" else EXIT_OK
     if args.json:
         print_json(rep.as_dict())
         return done
-    print(f"imported {rep.sessions_imported} sessions ({rep.calls_imported} tool calls) from "
+    verb = "dry run, nothing written: would import" if args.dry_run else "imported"
+    print(f"{verb} {rep.sessions_imported} sessions ({rep.calls_imported} tool calls) from "
           f"{len(rep.files)} file(s) into {rep.db_path}; labels in {rep.labels_path}")
     for what, n in (("sessions without a tool call (no tool_history rows)",
                      rep.sessions_without_calls),
@@ -122,6 +123,9 @@ def register(sub: Any) -> None:
                    help="skip and count bad records instead of stopping at the first")
     p.add_argument("--labels", help="the labels file (default <db>.labels.sqlite)")
     p.add_argument("--json", action="store_true", help="print the import report as JSON")
+    p.add_argument("--dry-run", action="store_true",
+                   help="read every record and say what would be imported, what is already "
+                   "present and what would be skipped; write nothing")
     p = command(cos, "stats", "what a corpus holds (read-only)", _corpus_stats)
     p.add_argument("db", help="the corpus memory.db")
     p.add_argument("--labels", help="the labels file (default <db>.labels.sqlite)")

@@ -136,6 +136,16 @@ def _validate_calibration(args: argparse.Namespace) -> int:
 def _sweep(args: argparse.Namespace) -> int:
     from ..evaluation.sweeps.run import run_sweep
 
+    if args.dry_run:
+        from ..evaluation.sweeps.plan import plan_sweep
+        from ..evaluation.sweeps.results_url import is_url
+
+        if args.cluster or is_url(args.results):
+            raise UsageError("--dry-run plans a sweep on this machine's results folder; "
+                             "leave out --cluster and give --results a folder")
+        print("\n".join(plan_sweep(args.spec, results_root=args.results).lines()))
+        return EXIT_OK
+
     rep = run_sweep(args.spec, results_root=args.results, workers=args.workers,
                     cache=args.cache, cluster=args.cluster,
                     connect_timeout_s=args.connect_timeout, transport=args.transport,
@@ -162,6 +172,11 @@ def _report(args: argparse.Namespace) -> int:
     html = render_report(args.run, baseline=args.baseline, out_html=args.out)
     print(f"report: {html}")
     print(f"plots:  {Path(args.run) / 'plots'}")
+    if args.record:
+        from ..evaluation.reporting.measured import sweep_measurement
+        from ..figures import record
+
+        print(f"record: {record(sweep_measurement(args.run, command=args.command), args.record)}")
     return EXIT_OK
 
 
@@ -265,6 +280,9 @@ def register(sub: Any) -> None:
     p.add_argument("--mirror", default=None, metavar="DIR",
                    help="with a results URL: the local mirror (default: under the models "
                    "home, by URL); report and gate read it")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the points the sweep would run, resume or skip, with the live "
+                   "runs and an upper bound on agent model calls; start nothing, write nothing")
     p.add_argument("--workers", type=int, default=None,
                    help="points at once (default: the spec's workers)")
     p.add_argument("--cache", default=None,
@@ -285,6 +303,13 @@ def register(sub: Any) -> None:
     p.add_argument("run", help="the run folder, e.g. eval/results/main")
     p.add_argument("--baseline", help="an eval/baselines/*.json to compare with")
     p.add_argument("--out", help="the HTML file (default <run>/report.html)")
+    p.add_argument("--record", metavar="DIR", default=None,
+                   help="also write the run's headline KPIs per point (value, interval, n) as "
+                   "the measurement record DIR/sweep-NAME.json (eval/figures/ feeds the docs' "
+                   "Measured figures page); default: not recorded")
+    p.add_argument("--command", default=None,
+                   help="with --record: the command line that reproduces the run, as the "
+                   "record states it (default: a placeholder naming the sweep)")
     p.add_argument("--for-issue", metavar="ISSUE", default=None,
                    help="instead of the report, print a Markdown block for an upstream GAIA "
                    "question (2676, 4033, 2685, 1818 or 1828, tau): figures with n and "

@@ -122,7 +122,7 @@ def _records(fmt: str, files: list[Path], tasks: Path | None, offset: int
 def import_corpus(fmt: ImportFormat | str, sources: Sequence[str | Path] | str | Path,
                   db_path: str | Path, *, tasks: str | Path | None = None,
                   skip_bad: bool = False, labels_path: str | Path | None = None,
-                  progress: bool = False) -> ImportReport:
+                  progress: bool = False, dry_run: bool = False) -> ImportReport:
     """Import ``sources`` (files, or folders of them) of format ``fmt`` into ``db_path``.
 
     Args:
@@ -134,6 +134,9 @@ def import_corpus(fmt: ImportFormat | str, sources: Sequence[str | Path] | str |
         skip_bad: count and list bad records instead of stopping at the first.
         labels_path: the labels file (default ``<db>.labels.sqlite``).
         progress: show a progress bar.
+        dry_run: read every record and report what would be imported, what is already
+            present and what would be skipped, writing nothing (no database or labels file
+            is created); the report's status is ``dry-run``.
 
     Raises:
         CorpusFormatError: a bad record (without ``skip_bad``), naming file, record and
@@ -153,6 +156,9 @@ def import_corpus(fmt: ImportFormat | str, sources: Sequence[str | Path] | str |
                                 file=str(db))
     lab = Path(labels_path) if labels_path else labels_path_for(db)
     report = ImportReport(fmt, str(db), str(lab), [str(f) for f in files])
+    if dry_run:
+        _plan(fmt, files, db, lab, tasks, skip_bad, report)
+        return report
     created = [p for p in (db, lab) if not p.exists()]
     seen: Counter[Path] = Counter()
     try:
@@ -251,6 +257,39 @@ def _import(fmt: str, files: list[Path], db: Path, lab: Path, tasks: str | Path 
                                                      "sha256": file_sha256(tasks)},
                 "counts": {k: v for k, v in report.as_dict().items()
                            if isinstance(v, int)}})
+
+
+def _plan(fmt: str, files: list[Path], db: Path, lab: Path, tasks: str | Path | None,
+          skip_bad: bool, report: ImportReport) -> None:
+    """What :func:`_import` would do, counted into ``report``, with nothing written."""
+    report.status = "dry-run"
+    present: set[str] = set()
+    in_db: set[str] = set()
+    old: dict[str, str] = {}
+    offset = 0
+    if db.exists():
+        with MemoryStore.open(db, read_only=True) as store:
+            in_db = {r[0] for r in store.execute(
+                "SELECT session_id FROM tool_history UNION SELECT session_id FROM conversations")}
+            if lab.exists():
+                with LabelStore(lab) as labels:
+                    present = labels.session_ids()
+                    old = legacy_taubench_index(store, labels) if fmt == "taubench" else {}
+                    offset = labels.count_from_other_files(f.name for f in files)
+    for _src, rec in _records(fmt, files, Path(tasks) if tasks else None, offset):
+        if isinstance(rec, BadRecord):
+            if not skip_bad:
+                raise rec.error
+            _skip(report, rec)
+            continue
+        if _known_as(rec, present, in_db, old) is not None:
+            report.already_present += 1
+            continue
+        present.add(rec.session_id)
+        report.sessions_imported += 1
+        report.calls_imported += len(rec.calls)
+        report.sessions_without_calls += not rec.calls
+        report.sessions_without_goal += not any(t.role == "user" for t in rec.turns)
 
 
 def _known_as(rec: SessionRecord, present: set[str], in_db: set[str],

@@ -1,0 +1,59 @@
+"""A sweep run's headline KPIs as a measurement record, so the docs quote records, not edits.
+
+A table of a sweep's figures typed into a page went stale the next time the sweep ran (the
+calibrated point's thresholds were quoted from an older calibration for a session). ``skillsynth
+report RUN --record eval/figures`` writes ``sweep-<name>.json`` with every finished point's
+headline KPIs, each with its interval and n, and the docs' Measured figures page renders it; a
+point that did not finish is named in the note, never filled in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ...figures import Measurement, measure
+from ..sweeps.summary import SweepSummary
+
+__all__ = ["HEADLINE", "sweep_measurement"]
+
+#: The KPIs a sweep's record carries per point (those a point has; replay estimates marked).
+HEADLINE = ("synthesis_fired_rate", "recall_hit_rate", "recall_precision", "step_reduction",
+            "share_made_worse", "live_step_reduction", "live_success_change",
+            "live_gold_actions_matched_change", "live_share_made_worse", "validity_gaia691",
+            "validity_agentskills")
+
+
+def _figure(k: Any) -> dict[str, Any]:
+    fig: dict[str, Any] = {"value": None if k.value is None else round(float(k.value), 4),
+                           "n": int(k.n or 0)}
+    if k.lo is not None and k.hi is not None:
+        fig["interval"] = f"[{k.lo:.2f}, {k.hi:.2f}]"
+    if k.unit:
+        fig["unit"] = k.unit
+    if k.estimate:
+        fig["estimate"] = "replay"
+    return fig
+
+
+def sweep_measurement(run_dir: str | Path, *, command: str | None = None,
+                      kpis: Sequence[str] = HEADLINE) -> Measurement:
+    """The record of a sweep run: ``<point id>: <kpi>`` -> value, interval, n (est. marked).
+
+    Raises:
+        FigureError: no point of the run has finished (nothing to record).
+    """
+    run = Path(run_dir)
+    s = SweepSummary.load(run)
+    figures = {f"{pt.id}: {name}": _figure(pt.kpis[name])
+               for pt in s.points for name in kpis if name in pt.kpis}
+    first = s.points[0] if s.points else None
+    missing = [f"{pid} ({why.splitlines()[0][:120]})" for pid, why in s.failed.items()]
+    note = (f"{s.finished} of {s.n_points} point(s) finished"
+            + (f"; missing: {', '.join(missing)}" if missing else "")
+            + (f". Models: chat {first.versions.chat_model}, embedder "
+               f"{first.versions.embedder}; corpus sha256 {str(first.corpus.sha256)[:12]}."
+               if first else "."))
+    return measure(f"sweep-{s.name}", f"Sweep {s.name}: headline KPIs per point",
+                   command or f"skillsynth sweep <spec of {s.name}>", figures, note=note)
