@@ -7,6 +7,7 @@ import pandas as pd
 from test_intervals import _point
 
 from skillsynth.evaluation.reporting.controls import (
+    args_gain_over_mismatched,
     controls_table,
     decoding,
     gain_recovered,
@@ -150,3 +151,31 @@ def test_the_controls_say_how_the_live_arms_were_decoded():
     assert "one greedy run" in decoding({"live": True, "repeats": 1, "temperature": 0.7})
     sampled = decoding({"live": True, "repeats": 3, "temperature": 0.3})
     assert "3 runs per arm" in sampled and "temperature 0.3" in sampled
+
+
+def _graded(point, matched):
+    """Memory-arm rows of one point, graded: probe p<i> in family f<i // 2>."""
+    return [{"point": point, "arm": arm, "probe_session": f"p{i}", "family": f"f{i // 2}",
+             "steps_method": "live", "success": 0.0, "gold_matched": g if arm == "memory"
+             else 0.0, "steps_recorded": 3, "steps": 3}
+            for i, g in enumerate(matched) for arm in ("memory", "no-memory")]
+
+
+def test_the_ladder_reads_the_dataflow_rung_as_a_share_of_the_arguments_gain():
+    # 12 probes in 6 families: a wrong procedure matches 0.1 of the gold actions, the gold
+    # arguments 0.5 (0.4 in three families, 0.6 in three), the dataflow rung 0.3: (0.3-0.1)/(0.5-0.1) = 0.5
+    wrong, best, rung = [0.1] * 12, [0.4] * 6 + [0.6] * 6, [0.3] * 12
+    rows = pd.DataFrame(_graded("m", wrong) + _graded("a", best) + _graded("d", rung))
+    k = args_gain_over_mismatched(rows, {"id": "d"}, {"id": "m"}, {"id": "a"})
+    assert k.value == 0.5 and k.n == 12 and k.lo is not None and k.lo < 0.5 < k.hi
+    live = {"live_success_change": FLAT, "live_gold_actions_matched_change": GOOD}
+    points = [_pt("a", "oracle-args", **live), _pt("d", "oracle-dataflow", **live),
+              _pt("m", "mismatched", **live)]
+    table = controls_table(points, rows)
+    assert list(table["strategy"]) == ["mismatched", "oracle-dataflow", "oracle-args"]
+    assert table.loc[1, "args_gain_over_mismatched"].startswith("0.50 [")
+    assert list(table.loc[[0, 2], "args_gain_over_mismatched"]) == ["-", "-"]
+    # an upper bound no better than the wrong procedure: the share is not measured
+    rows = pd.DataFrame(_graded("m", wrong) + _graded("a", wrong) + _graded("d", rung))
+    k = args_gain_over_mismatched(rows, {"id": "d"}, {"id": "m"}, {"id": "a"})
+    assert k.value is None and "does not exclude 0" in k.note

@@ -1,7 +1,7 @@
 """The synthesis pipeline, one module per stage, in the order data flows through them.
 
 ``skill`` (the SKILL.md format) -> ``detect`` (successful tool sequences per goal) ->
-``partition`` (goal vectors cut into independent groups, at scale) -> ``cluster`` (goals by
+``provenance`` (where each argument of a run's calls came from) -> ``partition`` (goal vectors cut into independent groups, at scale) -> ``cluster`` (goals by
 similarity) -> ``distill`` (a cluster into a skill, by the LLM) ->
 ``recall`` (procedures for a goal) -> ``reconcile`` (a new skill against the store) ->
 ``verify`` (a candidate earns activation first) -> ``synthesize`` (one pass: all of the
@@ -11,7 +11,7 @@ before it, the store and the models; never evaluation.
 """
 
 #: The stages in data-flow order (a stage may import only those before it).
-STAGES = ("skill", "detect", "partition", "cluster", "distill", "recall", "reconcile",
+STAGES = ("skill", "detect", "provenance", "partition", "cluster", "distill", "recall", "reconcile",
           "verify", "synthesize", "inject", "export", "outcome")
 
 __all__ = ["STAGES"]

@@ -263,6 +263,8 @@ def controls_summary(control: str | None, gold: GoldSource | None,
                     "descriptions": "world" if gold.descriptions else "tool names",
                     "skipped": dict(Counter(gold.skipped.values())),
                     "skipped_probes": sorted(gold.skipped)})
+    if gold is not None and control == "oracle-dataflow":
+        out["argument_sources"] = gold.dataflow_counts()  # values per source kind
     if check is not None:
         out["inert"] = check.as_dict()
     return out

@@ -11,6 +11,10 @@ oracle         the ideal procedure synthesis could produce: the probe task's gol
                tool names in order, each with a one-line description (the world's own where
                it has one, else a line made from the name), no argument values
 oracle-args    the same, each step with the gold argument values (tau2's LLMGTAgent bound)
+oracle-        the same, each argument with its *source* instead of its value: the field of
+dataflow       an earlier step's result, "from the customer", or a non-user constant (an
+               enum, a boolean), found by executing the gold calls in the world
+               (:mod:`skillsynth.pipeline.provenance`): the rung between names and values
 mismatched     another family's oracle procedure, the family drawn by the point's seed
                (never the probe's own, never one with the probe's state-changing tools)
 inert          skillsynth's memory arm (its synthesis runs) with recall forced empty: it must
@@ -46,20 +50,31 @@ from typing import Any, Protocol
 
 from ...corpora.labels import SessionLabel
 from ...errors import ArmSkipped, EvaluationError, WorldError
+from ...pipeline.provenance import (
+    ArgSource,
+    TracedCall,
+    argument_sources,
+    describe_sources,
+    enum_values,
+    source_counts,
+)
 from ...pipeline.skill import MAX_NAME_CHARS, Skill
 from ...store import Procedure
 from ..strategies import ControlKind
 from .options import PointOptions
 from .split import READ_ONLY_PREFIXES, Split
 
-__all__ = ["CONTROLS", "ORACLE_PREFIX", "POSITIVE", "GoldAction", "GoldSource",
+__all__ = ["CONTROLS", "ORACLES", "ORACLE_PREFIX", "POSITIVE", "GoldAction", "GoldSource",
            "action_matches", "check_gold", "first_write_at", "generic_line", "gold_actions",
            "gold_share_matched", "gold_source", "mismatched_session", "one_line",
            "oracle_procedure", "oracle_skill", "read_back_691", "tool_descriptions"]
 
-CONTROLS: tuple[ControlKind, ...] = ("oracle", "oracle-args", "mismatched", "inert")
+CONTROLS: tuple[ControlKind, ...] = ("oracle", "oracle-args", "oracle-dataflow", "mismatched",
+                                     "inert")
 #: The positive controls (the ones a sensitivity KPI is read from).
 POSITIVE: tuple[ControlKind, ...] = ("oracle", "oracle-args")
+#: The arms that write each probe's own gold procedure (they need its gold actions).
+ORACLES: tuple[ControlKind, ...] = ("oracle", "oracle-args", "oracle-dataflow")
 #: The id prefix of a recalled control procedure (no store id has it).
 ORACLE_PREFIX = "oracle:"
 #: A one-line tool description is cut here (at a word, with "...").
@@ -194,13 +209,16 @@ def _when(actions: Sequence[GoldAction]) -> str:
 
 
 def oracle_skill(actions: Sequence[GoldAction], descriptions: Mapping[str, str], *,
-                 with_args: bool) -> Skill:
+                 with_args: bool,
+                 sources: Sequence[Mapping[str, Sequence[ArgSource]]] | None = None) -> Skill:
     """The procedure synthesis would ideally write for a task with these gold ``actions``.
 
     One numbered step per action, in order (a repeated tool is a repeated step):
     ``Call <tool>: <one-line description>``, and with ``with_args`` the gold arguments as
-    JSON after the tool. The name and ``when_to_use`` are made from the tool names, so no
-    task-specific value appears unless ``with_args`` puts it there.
+    JSON after the tool; with ``sources`` (one mapping per action,
+    :func:`~skillsynth.pipeline.provenance.argument_sources`) each argument's source instead.
+    The name and ``when_to_use`` are made from the tool names, so no task-specific value
+    appears unless ``with_args`` puts it there.
     """
     if not actions:
         raise ArmSkipped("no gold actions to write an oracle procedure from")
@@ -208,6 +226,8 @@ def oracle_skill(actions: Sequence[GoldAction], descriptions: Mapping[str, str],
     for i, a in enumerate(actions, 1):
         desc = descriptions.get(a.name) or generic_line(a.name)
         args = f" with {json.dumps(dict(a.arguments), ensure_ascii=False)}" if with_args else ""
+        if sources is not None and sources[i - 1]:
+            args = f" with {describe_sources(sources[i - 1])}"
         steps.append(f"{i}. Call {a.name}{args}: {desc}")
     body = "\n".join(steps) + f"\n\n## Edge cases\n- {_EDGE}"
     return Skill(name=_name(actions), description=_when(actions), body=body,
@@ -241,6 +261,12 @@ def oracle_procedure(skill: Skill, *, control: str, probe: str,
 # ---------------------------------------------------------------------- the gold source
 class _GoldWorld(Protocol):
     def gold_actions(self, task_id: str) -> list[tuple[str, dict[str, Any]]]: ...
+
+    def tool_specs(self) -> list[dict[str, Any]]: ...
+
+    def task(self, task_id: str) -> Any: ...
+
+    def start(self, task_id: str) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -332,12 +358,49 @@ class GoldSource:
         acts = self.actions(source)
         if not acts:
             return self.skip(probe, "no gold actions")
-        skill = oracle_skill(acts, self.descriptions, with_args=control == "oracle-args")
+        sources = None
+        if control == "oracle-dataflow":
+            traced = self._dataflow(probe, acts)
+            if isinstance(traced, ArmSkipped):
+                return traced
+            sources = traced
+        skill = oracle_skill(acts, self.descriptions, with_args=control == "oracle-args",
+                             sources=sources)
         where = None if self.skills_dir is None else \
             self.skills_dir / control / _kebab(probe)[:80]
         fam = self.families.get(source)
         return oracle_procedure(read_back_691(skill, where), control=control, probe=probe,
                                 families=() if fam is None else (fam,))
+
+
+    def _dataflow(self, probe: str, acts: Sequence[GoldAction]
+                  ) -> list[dict[str, tuple[ArgSource, ...]]] | ArmSkipped:
+        """Each gold argument's source, from the gold calls executed in a fresh episode of
+        the probe's task (their results) and the task's words to the agent (the customer)."""
+        label = self.labels.get(probe)
+        if self.world is None or label is None or label.task_id is None:
+            return self.skip(probe, "no world to execute the gold calls in (oracle-dataflow "
+                                    "traces argument sources through the calls' results)")
+        task_id = str(label.task_id)
+        try:
+            task, episode = self.world.task(task_id), self.world.start(task_id)
+        except WorldError as exc:
+            return self.skip(probe, f"task {task_id} cannot be started: {exc}")
+        calls = [TracedCall(a.name, a.arguments, episode.execute(a.name, dict(a.arguments)).result)
+                 for a in acts]
+        customer = "\n".join(t for t in (task.prompt, task.instructions) if t)
+        sources = argument_sources(calls, customer, enums=enum_values(self.world.tool_specs()))
+        self._cache[("sources", probe)] = source_counts(sources)
+        return sources
+
+    def dataflow_counts(self) -> dict[str, int]:
+        """Argument values per source kind, over the probes oracle-dataflow traced."""
+        total = {k: 0 for k in ("step", "customer", "constant", "unknown")}
+        for key, counts in self._cache.items():
+            if isinstance(key, tuple) and key[0] == "sources":
+                for k, n in counts.items():
+                    total[k] += n
+        return total
 
 
 def _shape(actions: Sequence[GoldAction]) -> Any:
@@ -372,7 +435,7 @@ def check_gold(control: str | None, gold: GoldSource, split: Split) -> None:
         EvaluationError: an oracle arm where no probe has gold actions, or a mismatched arm
             with fewer than two families that have them (the message says what to use).
     """
-    if control in POSITIVE:
+    if control in ORACLES:
         if not any(gold.actions(p.session_id) for p in split.probes):
             raise EvaluationError(
                 f"strategy {control} writes each probe's procedure from its task's gold "
@@ -391,11 +454,20 @@ def gold_source(cfg: PointOptions, labels: Mapping[str, SessionLabel], split: Sp
     """The point's gold source: its labels, its families and, where the point acts in a
     named world, that world's tasks and tool descriptions. Recalled control skills are kept
     under ``skills_dir`` (control points only)."""
+    from ..live.worlds import get_world
+
     world = None
     if cfg.world != "replay" and (cfg.live or cfg.history == "live"):
-        from ..live.worlds import get_world
-
         world = get_world(cfg.world)
+    elif cfg.strategy == "oracle-dataflow":  # replay: the world the corpus was recorded in
+        domains = {x.extra.get("domain") for x in labels.values() if x.source == "tau2"}
+        if len(domains - {None}) != 1:
+            raise EvaluationError(
+                "strategy oracle-dataflow executes each probe's gold calls in its world to "
+                "trace where the arguments come from; in replay that needs a tau2 corpus of "
+                f"one domain (found {sorted(map(str, domains)) or 'no tau2 labels'}); run it "
+                "live (world: tau2:...) otherwise")
+        world = get_world(f"tau2:{next(iter(domains - {None}))}")
     descriptions = tool_descriptions(world.tool_specs()) if world is not None else {}
     return GoldSource(labels, dict(split.families), world,  # type: ignore[arg-type]
                       descriptions, cfg.seed,

@@ -1,4 +1,5 @@
-"""Designs read against their controls: none, mismatched, synthesized, oracle, oracle-args.
+"""Designs read against their controls: none, mismatched, synthesized, oracle, oracle-dataflow,
+oracle-args.
 
 An effect means something only beside the arms that bound it: the no-memory arm (every
 point pairs with it), the mismatched control (a confidently wrong recall), and the positive
@@ -6,7 +7,9 @@ controls (the ideal procedure, without and with the gold arguments). :func:`cont
 puts a run's points side by side in that order; :func:`gain_recovered` is the share of the
 oracle's gain a design recovers on the same probes (METHODS.md 2b), on live success (or the
 replay estimate) and, where the runs were scored against gold actions, on graded progress;
-:func:`over_mismatched` is what a procedure's content adds over the mismatched control's.
+:func:`over_mismatched` is what a procedure's content adds over the mismatched control's, and
+:func:`args_gain_over_mismatched` the share of the gold arguments' gain over it that a design
+(the oracle-dataflow rung, a synthesized procedure) recovers.
 """
 
 from __future__ import annotations
@@ -21,11 +24,12 @@ from ..point.metrics import KPI, SHARE_CHANGE, mean_kpi
 from ..sweeps.summary import PointLike, as_entry
 from .verdict import POSITIVE_CONTROLS
 
-__all__ = ["ARM_ORDER", "controls_table", "decoding", "gain_recovered", "over_mismatched"]
+__all__ = ["ARM_ORDER", "args_gain_over_mismatched", "controls_table", "decoding",
+           "gain_recovered", "over_mismatched"]
 
 #: The side-by-side order: the lower bounds, the designs, the upper bounds, the inert check.
 ARM_ORDER = ("none", "mismatched", "skillsynth", "gaia-greedy", "gaia-shipped", "cortexprism",
-             "pheron", "oracle", "oracle-args", "inert")
+             "pheron", "oracle", "oracle-dataflow", "oracle-args", "inert")
 #: What the table shows per point (where the point has it).
 _SHOWN = ("live_success_change", "live_step_reduction", "live_gold_actions_matched_change",
           "live_failed_call_rate_change", "step_reduction", "recall_hit_rate",
@@ -94,6 +98,22 @@ def over_mismatched(rows: pd.DataFrame, point: PointLike, mismatched: PointLike,
                     bounds=SHARE_CHANGE)
 
 
+def args_gain_over_mismatched(rows: pd.DataFrame, point: PointLike, mismatched: PointLike,
+                              upper: PointLike, *, seed: int = 0) -> KPI:
+    """(design - mismatched) / (oracle-args - mismatched), graded progress, paired per probe
+    on the probes all three ran: the share of what the gold arguments add over a wrong
+    procedure that a design's content recovers (the ladder's headline; NOT MEASURED where
+    the upper bound's own gain over mismatched may be nothing)."""
+    pid, mid, uid = as_entry(point).id, as_entry(mismatched).id, as_entry(upper).id
+    wrong = _per_probe(rows, mid, "memory", "progress")
+    design = _per_probe(rows, pid, "memory", "progress")
+    best = _per_probe(rows, uid, "memory", "progress")
+    probes = sorted(set(wrong) & set(design) & set(best))
+    return oracle_gain_recovered([wrong[p] for p in probes], [design[p] for p in probes],
+                                 [best[p] for p in probes], _families(rows, probes),
+                                 seed=seed, name="args_gain_over_mismatched")
+
+
 def _fmt(k: KPI | None) -> str:
     if k is None or k.value is None:
         return "-" if k is None else f"n/a (n={k.n})"
@@ -109,6 +129,7 @@ def controls_table(points: Sequence[PointLike], rows: pd.DataFrame) -> pd.DataFr
     control = next((p for name in POSITIVE_CONTROLS for p in entries if p.strategy == name),
                    None)
     wrong = next((p for p in entries if p.strategy == "mismatched"), None)
+    upper = next((p for p in entries if p.strategy == "oracle-args"), None)
     graded = not rows.empty and "gold_matched" in rows and "point" in rows
     recs = []
     for p in sorted(entries, key=lambda p: (order.get(p.strategy or "", len(order)), p.id)):
@@ -126,10 +147,13 @@ def controls_table(points: Sequence[PointLike], rows: pd.DataFrame) -> pd.DataFr
         rec["oracle_gain_recovered_progress"] = progress
         rec["progress_over_mismatched"] = "-" if wrong is None or not graded or \
             p.strategy in ("mismatched", "inert") else _fmt(over_mismatched(rows, p, wrong))
+        rec["args_gain_over_mismatched"] = "-" if wrong is None or upper is None or \
+            not graded or p.strategy in ("mismatched", "oracle-args", "inert") else \
+            _gain(args_gain_over_mismatched(rows, p, wrong, upper))
         recs.append(rec)
     return pd.DataFrame(recs, columns=["strategy", "point", *_SHOWN, "oracle_gain_recovered",
                                        "oracle_gain_recovered_progress",
-                                       "progress_over_mismatched"])
+                                       "progress_over_mismatched", "args_gain_over_mismatched"])
 
 
 def _gain(k: KPI) -> str:

@@ -23,12 +23,15 @@ none           nothing                                     nothing (the no-memor
 oracle         nothing                                     the probe task's gold procedure,
                                                            tool names and descriptions
 oracle-args    nothing                                     the same with the gold arguments
+oracle-        nothing                                     the same with each argument's
+dataflow                                                   source (a result field, the
+                                                           customer, a constant), no value
 mismatched     nothing                                     another family's oracle procedure
 inert          as skillsynth                               nothing, and the memory arm still
                                                            runs (it must equal no-memory)
 =============  ==========================================  ==================================
 
-The last four are control arms (:mod:`skillsynth.evaluation.point.controls`): they recall by the
+The last five are control arms (:mod:`skillsynth.evaluation.point.controls`): they recall by the
 probe itself, so a recall function takes the probe's session id beside its goal, and the
 protocol hands a control its point's gold source.
 
@@ -63,7 +66,7 @@ from .gaia_shipped import (
 from .keyword import KeywordIndex
 
 #: The control arms (METHODS.md 2b; built in :mod:`skillsynth.evaluation.point.controls`).
-ControlKind = Literal["oracle", "oracle-args", "mismatched", "inert"]
+ControlKind = Literal["oracle", "oracle-args", "oracle-dataflow", "mismatched", "inert"]
 
 
 class ControlSource(Protocol):
@@ -87,7 +90,8 @@ __all__ = [
 ]
 
 StrategyName = Literal["skillsynth", "gaia-greedy", "gaia-shipped", "cortexprism", "pheron",
-                       "none", "oracle", "oracle-args", "mismatched", "inert"]
+                       "none", "oracle", "oracle-args", "oracle-dataflow", "mismatched",
+                       "inert"]
 #: CortexPrism merges a new extraction into an existing skill at this cosine (seed 002).
 CORTEXPRISM_DEDUP_TAU = 0.78
 #: Pheron adds the top 3 keyword matches to the system prompt (seed 003).
@@ -300,6 +304,7 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
     Strategy("none", None, {}, "none"),
     ControlStrategy("oracle", None, {}, "control"),
     ControlStrategy("oracle-args", None, {}, "control"),
+    ControlStrategy("oracle-dataflow", None, {}, "control"),
     ControlStrategy("mismatched", None, {}, "control"),
     ControlStrategy("inert", "agglomerative", {}, "control"),
 )}

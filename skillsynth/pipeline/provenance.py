@@ -1,0 +1,204 @@
+"""Where each argument of a run's calls comes from: an earlier result, the customer, a constant.
+
+A procedure that names the *source* of every argument ("the user_id in step 1's result", "the
+order id the customer gives") carries the dataflow of a successful run without carrying its
+values, so it leaks no user data and still tells the agent what to pass. In the shipped
+successful tau2 retail runs 75% of argument values appear verbatim in an earlier call's result
+and 23% in the customer's words (DESIGN.md); this module finds which, per value.
+
+The rule, for each scalar value of a call's arguments (a list's elements one by one):
+
+1. **step**: the value is a leaf of an earlier call's result (parsed as JSON; the nearest
+   earlier step wins, the shallowest path within it). The path generalises list positions to
+   ``[]`` and names keys, e.g. ``orders[].order_id``; a value that is a *key* of an object
+   (``payment_methods.<key>``) is named by the object's path and ``<key>``.
+2. **customer**: else, the value occurs in the customer's words (case-insensitive, as a
+   whole token for numbers and one- or two-character strings).
+3. **constant**: else, a boolean, ``None``, or a value the tool's schema lists in ``enum``.
+4. **unknown**: else (the source is not in the run; its value is never shown).
+
+Values shorter than :data:`MIN_MATCH_CHARS` characters match a result leaf only exactly, so a
+"1" in a quantity does not become "the 1 in step 2's result" by accident of substring.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+__all__ = ["ArgSource", "SourceKind", "TracedCall", "argument_sources", "describe_sources",
+           "enum_values", "source_counts"]
+
+SourceKind = Literal["step", "customer", "constant", "unknown"]
+#: A string value shorter than this is matched in the customer's words as a whole token only.
+MIN_MATCH_CHARS = 3
+
+
+@dataclass(frozen=True)
+class TracedCall:
+    """One executed call: tool, arguments and the result text the agent saw."""
+
+    name: str
+    arguments: Mapping[str, Any]
+    result: str = ""
+
+
+@dataclass(frozen=True)
+class ArgSource:
+    """Where one argument's value came from.
+
+    Attributes:
+        kind: ``step``, ``customer``, ``constant`` or ``unknown`` (module docstring).
+        step: for ``step``, the 1-based step whose result holds it.
+        path: for ``step``, the field path in that result (``""``: the whole result).
+        value: for ``constant`` only, the value (never set for any other kind).
+    """
+
+    kind: SourceKind
+    step: int | None = None
+    path: str = ""
+    value: Any = None
+
+    def describe(self) -> str:
+        """The source in words, with no user value in it."""
+        if self.kind == "step":
+            return (f"the {self.path} in step {self.step}'s result" if self.path
+                    else f"step {self.step}'s result")
+        if self.kind == "customer":
+            return "from the customer"
+        if self.kind == "constant":
+            return json.dumps(self.value, ensure_ascii=False)
+        return "not found in the run: decide from the conversation"
+
+
+# ---------------------------------------------------------------------- matching
+def _parse(result: str) -> Any:
+    try:
+        return json.loads(result)
+    except (TypeError, ValueError):
+        return result
+
+
+def _leaves(node: Any, path: str = "") -> Iterator[tuple[str, Any, bool]]:
+    """(path, value, is_key) for every scalar leaf and every object key of ``node``."""
+    if isinstance(node, Mapping):
+        for k, v in node.items():
+            yield (f"{path}.<key>" if path else "<key>"), k, True
+            yield from _leaves(v, f"{path}.{k}" if path else str(k))
+    elif isinstance(node, list):
+        for v in node:
+            yield from _leaves(v, f"{path}[]")
+    else:
+        yield path, node, False
+
+
+def _same(value: Any, leaf: Any) -> bool:
+    if isinstance(value, bool) or isinstance(leaf, bool):
+        return value is leaf
+    if isinstance(value, int | float) and isinstance(leaf, int | float):
+        return float(value) == float(leaf)
+    return str(value) == str(leaf)
+
+
+def _in_result(value: Any, result: Any) -> str | None:
+    """The shallowest path at which ``value`` is a leaf (or key) of ``result``, or None."""
+    if value is None or isinstance(value, bool) or str(value) == "":
+        return None
+    found = [(p.count(".") + p.count("[]"), p) for p, leaf, _ in _leaves(result)
+             if _same(value, leaf)]
+    if found:
+        return min(found)[1]
+    if isinstance(result, str) and len(str(value)) >= MIN_MATCH_CHARS and str(value) in result:
+        return ""  # a text result that holds it
+    return None
+
+
+def _in_words(value: Any, words: str) -> bool:
+    text = str(value)
+    if value is None or isinstance(value, bool) or not text.strip():
+        return False
+    if isinstance(value, int | float) or len(text) < MIN_MATCH_CHARS:
+        return re.search(rf"(?<![\w.]){re.escape(text)}(?![\w])", words, re.IGNORECASE) is not None
+    return text.lower() in words.lower()
+
+
+def _scalars(value: Any) -> list[Any]:
+    if isinstance(value, list):
+        return [x for v in value for x in _scalars(v)]
+    if isinstance(value, Mapping):
+        return [x for v in value.values() for x in _scalars(v)]
+    return [value]
+
+
+def enum_values(specs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, tuple[Any, ...]]]:
+    """Tool -> argument -> the values its OpenAI function schema allows (``enum``)."""
+    out: dict[str, dict[str, tuple[Any, ...]]] = {}
+    for s in specs:
+        fn = s.get("function") or {}
+        props = (fn.get("parameters") or {}).get("properties") or {}
+        for arg, schema in props.items():
+            enum = schema.get("enum") or (schema.get("items") or {}).get("enum")
+            if enum:
+                out.setdefault(str(fn.get("name")), {})[str(arg)] = tuple(enum)
+    return out
+
+
+# ---------------------------------------------------------------------- the analysis
+def _source(value: Any, step: int, results: Sequence[Any], customer: str,
+            allowed: tuple[Any, ...]) -> ArgSource:
+    for k in range(step - 1, 0, -1):  # the nearest earlier result first
+        path = _in_result(value, results[k - 1])
+        if path is not None:
+            return ArgSource("step", step=k, path=path)
+    if _in_words(value, customer):
+        return ArgSource("customer")
+    if value is None or isinstance(value, bool) or any(_same(value, a) for a in allowed):
+        return ArgSource("constant", value=value)
+    return ArgSource("unknown")
+
+
+def argument_sources(calls: Sequence[TracedCall], customer: str, *,
+                     enums: Mapping[str, Mapping[str, Sequence[Any]]] | None = None
+                     ) -> list[dict[str, tuple[ArgSource, ...]]]:
+    """For each call, argument name -> the sources of its scalar values (list elements and
+    nested object values in order; one source for a plain scalar).
+
+    Args:
+        calls: the run's calls in order, each with the result text it returned.
+        customer: everything the customer said or the agent was told by them.
+        enums: tool -> argument -> allowed values (:func:`enum_values`), for constants.
+    """
+    results = [_parse(c.result) for c in calls]
+    out = []
+    for i, c in enumerate(calls, 1):
+        allowed = (enums or {}).get(c.name, {})
+        out.append({str(arg): tuple(_source(v, i, results, customer,
+                                            tuple(allowed.get(str(arg), ())))
+                                    for v in _scalars(value))
+                    for arg, value in c.arguments.items()})
+    return out
+
+
+def describe_sources(sources: Mapping[str, Sequence[ArgSource]]) -> str:
+    """One call's arguments with their sources, for a procedure step:
+    ``order_id from the customer; user_id = the user_id in step 1's result``."""
+    parts = []
+    for arg, srcs in sources.items():
+        # a list's elements: each distinct source once (its path's [] says it is a list)
+        joined = " and ".join(dict.fromkeys(s.describe() for s in srcs)) or "an empty list"
+        verb = " =" if all(s.kind in ("constant", "step") for s in srcs) and srcs else ""
+        parts.append(f"{arg}{verb} {joined}")
+    return "; ".join(parts)
+
+
+def source_counts(per_call: Sequence[Mapping[str, Sequence[ArgSource]]]) -> dict[str, int]:
+    """How many scalar values came from each kind of source (for a record)."""
+    counts = {k: 0 for k in ("step", "customer", "constant", "unknown")}
+    for call in per_call:
+        for srcs in call.values():
+            for s in srcs:
+                counts[s.kind] += 1
+    return counts

@@ -1,0 +1,145 @@
+"""Argument provenance: where each value of a run's calls comes from, and the oracle-dataflow
+control that carries those sources instead of the values (FAKE world, hand-worked)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import pytest
+
+from skillsynth.config import Thresholds
+from skillsynth.corpora import SessionLabel
+from skillsynth.errors import ArmSkipped
+from skillsynth.evaluation.live.worlds.base import CallOutcome, WorldTask
+from skillsynth.evaluation.point.controls import GoldSource
+from skillsynth.pipeline.inject import inject
+from skillsynth.pipeline.provenance import (
+    ArgSource,
+    TracedCall,
+    argument_sources,
+    describe_sources,
+    enum_values,
+    source_counts,
+)
+from skillsynth.pipeline.recall import skill_from_procedure
+
+PROMPT = ("My name is Mei Kovacs and my zip code is 28236. I want to return the water bottle "
+          "from order #W6390527 and get the refund to my paypal; the other order is fine.")
+USER = {"user_id": "mei_kovacs_8020", "name": {"first_name": "Mei", "last_name": "Kovacs"},
+        "orders": ["#W6390527", "#W7800651"],
+        "payment_methods": {"paypal_7644869": {"source": "paypal"},
+                            "credit_card_1": {"source": "credit_card"}}}
+ORDER = {"order_id": "#W6390527", "status": "delivered",
+         "items": [{"item_id": "8538875209", "name": "Water Bottle", "options": {"size": "1L"}},
+                   {"item_id": "1111111111", "name": "Mug"}]}
+RESULTS = {"find_user_id_by_name_zip": "mei_kovacs_8020", "get_user_details": json.dumps(USER),
+           "get_order_details": json.dumps(ORDER),
+           "return_delivered_order_items": json.dumps({**ORDER, "status": "return requested"})}
+GOLD = (
+    {"name": "find_user_id_by_name_zip",
+     "arguments": {"first_name": "Mei", "last_name": "Kovacs", "zip": "28236"}},
+    {"name": "get_user_details", "arguments": {"user_id": "mei_kovacs_8020"}},
+    {"name": "get_order_details", "arguments": {"order_id": "#W6390527"}},
+    {"name": "return_delivered_order_items",
+     "arguments": {"order_id": "#W6390527", "item_ids": ["8538875209"],
+                   "payment_method_id": "paypal_7644869", "notify": True,
+                   "reason": "defective"}},
+)
+SPECS = [{"type": "function", "function": {
+    "name": "return_delivered_order_items", "description": "Return items of a delivered order.",
+    "parameters": {"type": "object", "properties": {
+        "order_id": {"type": "string"}, "reason": {"type": "string",
+                                                   "enum": ["defective", "unwanted"]}}}}}]
+
+
+def _calls():
+    return [TracedCall(g["name"], g["arguments"], RESULTS[g["name"]]) for g in GOLD]
+
+
+def test_each_value_is_traced_to_the_nearest_result_the_customer_or_a_constant():
+    got = argument_sources(_calls(), PROMPT, enums=enum_values(SPECS))
+    assert got[0] == {k: (ArgSource("customer"),) for k in ("first_name", "last_name", "zip")}
+    assert got[1] == {"user_id": (ArgSource("step", step=1, path=""),)}  # a text result
+    # in the customer's words too, but the result is where a procedure can take it from
+    assert got[2] == {"order_id": (ArgSource("step", step=2, path="orders[]"),)}
+    ret = got[3]
+    assert ret["order_id"] == (ArgSource("step", step=3, path="order_id"),)  # the nearest
+    assert ret["item_ids"] == (ArgSource("step", step=3, path="items[].item_id"),)
+    assert ret["payment_method_id"] == (ArgSource("step", step=2, path="payment_methods.<key>"),)
+    assert ret["notify"] == (ArgSource("constant", value=True),)
+    assert ret["reason"] == (ArgSource("constant", value="defective"),)  # the schema's enum
+    assert source_counts(got) == {"step": 5, "customer": 3, "constant": 2, "unknown": 0}
+
+
+def test_a_value_found_nowhere_is_unknown_and_short_values_match_only_whole():
+    calls = [TracedCall("a", {}, json.dumps({"qty": 12, "code": "AB12"})),
+             TracedCall("b", {"qty": 1, "code": "AB", "note": "secret-ish"}, "")]
+    (_, got) = argument_sources(calls, "I need 1 of them")
+    # 1 is no leaf of step 1 (12 is), and "AB" is not a whole token in "AB12"
+    assert got["qty"] == (ArgSource("customer"),)
+    assert got["code"] == (ArgSource("unknown"),) == got["note"]
+    assert "secret" not in describe_sources(got) and "AB" not in describe_sources(got)
+
+
+def test_sources_in_words_name_no_value():
+    got = argument_sources(_calls(), PROMPT, enums=enum_values(SPECS))
+    assert describe_sources(got[3]) == (
+        "order_id = the order_id in step 3's result; item_ids = the items[].item_id in "
+        "step 3's result; payment_method_id = the payment_methods.<key> in step 2's result; "
+        'notify = true; reason = "defective"')
+    assert describe_sources(got[0]) == ("first_name from the customer; last_name from the "
+                                        "customer; zip from the customer")
+
+
+@dataclass
+class FakeRetailWorld:
+    """FAKE world: one retail task whose calls answer from RESULTS."""
+
+    executed: list[str] = field(default_factory=list)
+
+    def tool_specs(self):
+        return SPECS
+
+    def task(self, task_id):
+        return WorldTask(task_id, "return an item", PROMPT, task_id)
+
+    def start(self, task_id):
+        world = self
+
+        class Episode:
+            def execute(self, name, arguments):
+                world.executed.append(name)
+                return CallOutcome(RESULTS[name], True)
+
+        return Episode()
+
+    def gold_actions(self, task_id):
+        return [(g["name"], g["arguments"]) for g in GOLD]
+
+
+def test_oracle_dataflow_recalls_the_gold_calls_with_sources_and_no_user_value(tmp_path):
+    world = FakeRetailWorld()
+    labels = {"p": SessionLabel("p", "tau2", "5", 4, actions=GOLD)}
+    gold = GoldSource(labels, {"p": "5"}, world, skills_dir=tmp_path)
+    proc = gold.recall("oracle-dataflow", "p")
+    assert world.executed == [g["name"] for g in GOLD]  # executed once, in a fresh episode
+    steps = [x for x in proc.markdown_body.splitlines() if x[:1].isdigit()]
+    assert steps[0].startswith("1. Call find_user_id_by_name_zip with first_name from the "
+                               "customer;")
+    assert steps[1].startswith("2. Call get_user_details with user_id = step 1's result:")
+    text = inject([skill_from_procedure(proc)], Thresholds(max_recall_body_chars=5000))
+    for value in ("Mei", "Kovacs", "28236", "mei_kovacs", "W6390527", "8538875209",
+                  "paypal_7644869"):
+        assert value not in text
+    assert (tmp_path / "oracle-dataflow" / "p").is_dir()  # through the #691 path
+    assert gold.dataflow_counts() == {"step": 5, "customer": 3, "constant": 2, "unknown": 0}
+    assert gold.recall("oracle-dataflow", "p") is proc and len(world.executed) == 4
+
+
+def test_oracle_dataflow_without_a_world_is_skipped_with_its_reason():
+    labels = {"p": SessionLabel("p", "tau2", "5", 4, actions=GOLD)}
+    gold = GoldSource(labels, {"p": "5"}, None)
+    with pytest.raises(ArmSkipped, match="no world to execute the gold calls in"):
+        gold.recall("oracle-dataflow", "p")
+    assert "no world" in gold.skipped["p"]
