@@ -128,3 +128,20 @@ def test_prepare_refuses_a_file_that_is_not_the_model(tmp_path, monkeypatch):
     dest.write_bytes(b"alpha-beta!")  # right size, wrong bytes, no stamp
     with pytest.raises(PrepareError, match="sha256 .* remove it and run"):
         chat_models.prepare_chat_model("tiny", home, log=lambda _: None)
+
+
+def test_a_packaged_model_is_copied_into_the_home_and_outlives_its_package(tmp_path,
+                                                                           monkeypatch):
+    data = b"a tiny gguf"
+    spec = ChatModelSpec("tiny", "Tiny-Q4", "package", "MIT", len(data), _sha(data),
+                         package="tiny-pkg", version="1.0", member="m.gguf")
+    monkeypatch.setattr(chat_models, "_registry", lambda: {"tiny": spec})
+    venv_copy = tmp_path / "venv" / "m.gguf"  # where the package put it
+    venv_copy.parent.mkdir()
+    venv_copy.write_bytes(data)
+    monkeypatch.setattr(chat_models, "ensure_package", lambda *a, **k: venv_copy)
+    home = tmp_path / "home"
+    path = chat_models.prepare_chat_model("tiny", home, log=lambda _: None)
+    assert path == home / "models" / spec.filename and path.read_bytes() == data
+    venv_copy.unlink()  # the virtual environment that installed the package is gone
+    assert locate_chat_model("tiny", home) == path

