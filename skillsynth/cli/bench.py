@@ -14,6 +14,7 @@ from ..errors import CorpusError
 from ._common import (
     EXIT_OK,
     HOME_HELP,
+    UsageError,
     chat_help_text,
     chat_names_text,
     clients,
@@ -141,6 +142,36 @@ def _bench_worlds(args: argparse.Namespace) -> int:
         for arm, r in f.get("live_run_s", {}).items():
             print(f"{'':<13} live run, {arm:<9} {r['median']:.1f} s median (n={r['n']} runs, "
                   f"step limit {args.step_limit})")
+    return EXIT_OK
+
+
+def _bench_live(args: argparse.Namespace) -> int:
+    from ..bench.live import bench_live, parse_setting
+    from ..bench.measured import live_measurement
+
+    try:
+        settings = [parse_setting(x) for x in args.setting or ["none", "none/grouped",
+                                                               "ngram/grouped",
+                                                               "draft/grouped"]]
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    figures = bench_live(settings, world=args.world, tasks=args.tasks, chat=args.chat,
+                         step_limit=args.step_limit,
+                         log=lambda line: print(line, file=sys.stderr))
+    _keep(args, lambda cmd: live_measurement(figures, cmd))
+    if args.json:
+        print_json(figures)
+        return EXIT_OK
+    for label, f in figures["settings"].items():
+        same, cache = f["transcripts_identical_to_first"], f["prompt_tokens_from_cache"]
+        draft = f["draft_accepted"]
+        print(f"{label:<22} {f['seconds_per_run']['median']:6.1f} s/run median (n="
+              f"{f['seconds_per_run']['n']}), {f['runs_per_hour']['value']:6.1f} runs/h; "
+              f"gen {num(f['generated_tokens_per_s']['value'])} tok/s, prompt "
+              f"{num(f['prompt_tokens_per_s']['value'])} tok/s, cached prompt "
+              f"{num(cache['value'])}; draft accepted {num(draft['value'])} (n={draft['n']}); "
+              f"identical {num(same['value'])} (n={same['n']}); peak "
+              f"{f['chat_server_peak_mib']['value']} MiB")
     return EXIT_OK
 
 
@@ -414,6 +445,20 @@ def register(sub: Any) -> None:
                    help="keep the runs here (default: a temporary folder, removed)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     _record_options(p, "sweep-SPEC, or sweep-SPEC-dask-TRANSPORT with --cluster")
+    p = command(bes, "live", "live runs per hour by decoding (plain, n-gram, draft model) and "
+                "run order, with greedy transcript identity", _bench_live)
+    p.add_argument("--setting", action="append", default=[], metavar="DECODING[/ORDER]",
+                   help="a setting to measure (repeatable; decoding none, ngram or draft, "
+                   "order interleaved or grouped; default none, none/grouped, ngram/grouped, "
+                   "draft/grouped); the first runs again last as the noise floor")
+    p.add_argument("--world", default="tau2:retail", help="the tau2 world (default tau2:retail)")
+    p.add_argument("--tasks", nargs="+", default=["36", "70", "71"], metavar="ID",
+                   help="the tasks, each run in the no-memory and oracle-args arms")
+    p.add_argument("--chat", default="qwen2.5-coder-1.5b", metavar="NAME",
+                   help=f"the embedded chat model (default qwen2.5-coder-1.5b; {chat_names})")
+    p.add_argument("--step-limit", type=int, default=8, help="most tool calls per live run")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    _record_options(p, "live")
     p = command(bes, "tuning", "seconds per tuning-view update on a synthetic corpus",
                 _bench_tuning)
     p.add_argument("--sessions", type=int, default=10_000, help="corpus size")

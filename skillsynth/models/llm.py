@@ -66,6 +66,9 @@ class Endpoint:
         connect_timeout_s: how long to wait for the TCP connection.
         max_retries: retries after a connection failure, timeout or 5xx (then give up).
         retry_backoff_s: first pause between retries; doubles each time.
+        decoding: the server's speculative decoding, where it uses one
+            (:attr:`skillsynth.models.decoding.Decoding.identity`; "" plain): part of a
+            sampled call's cache key, since drafting changes how the random stream is used.
     """
 
     backend: Backend
@@ -76,6 +79,7 @@ class Endpoint:
     connect_timeout_s: float = 5.0
     max_retries: int = 2
     retry_backoff_s: float = 0.5
+    decoding: str = ""
 
     def __post_init__(self) -> None:
         if self.backend not in ("lemonade", "local"):
@@ -341,6 +345,9 @@ class ChatResult:
         usage: token counts as the server reported them.
         model: the model id the request was made for.
         cached: answered from the call cache (no request sent).
+        timings: llama-server's own timings of the request, where it sent them (prompt
+            tokens evaluated and reused from its cache, generated tokens, milliseconds,
+            draft tokens proposed and accepted): the live-speed benchmark reads them.
     """
 
     content: str | None
@@ -349,6 +356,7 @@ class ChatResult:
     usage: dict[str, Any]
     model: str
     cached: bool = False
+    timings: dict[str, Any] = field(default_factory=dict)
 
     @property
     def completion_tokens(self) -> int:
@@ -471,9 +479,11 @@ class ChatClient:
             payload["seed"] = seed
         key = None
         if self.cache is not None:
+            request = {k: v for k, v in payload.items() if k != "stream"}
+            if self.endpoint.decoding and temperature > 0:  # greedy: the same answer
+                request["decoding"] = self.endpoint.decoding
             key = cache_key(kind="chat", backend=self.endpoint.backend, model=self.endpoint.model,
-                            prompt_version=prompt_version,
-                            request={k: v for k, v in payload.items() if k != "stream"})
+                            prompt_version=prompt_version, request=request)
         return payload, key
 
     def _parse(self, body: Any) -> ChatResult:
@@ -489,4 +499,5 @@ class ChatClient:
             raise self.conn._err(MalformedResponse, f"message content is {type(content)}")
         return ChatResult(content=content, tool_calls=calls,
                           finish_reason=choice.get("finish_reason"),
-                          usage=dict(body.get("usage") or {}), model=self.endpoint.model)
+                          usage=dict(body.get("usage") or {}), model=self.endpoint.model,
+                          timings=dict(body.get("timings") or {}))

@@ -36,9 +36,10 @@ from typing import Any
 
 import httpx
 
-from ..errors import LLMUnavailable, ModelNotFound, PrepareError, SkillsynthError
+from ..errors import ConfigError, LLMUnavailable, ModelNotFound, PrepareError, SkillsynthError
 from .cache import file_sha256
 from .chat_models import DEFAULT_CHAT_MODEL, chat_model, locate_chat_model, prepare_chat_model
+from .decoding import DRAFT_FOR, Decoding
 from .install import Log, ensure_package, pip_install, run_step
 from .llm import Endpoint, ModelConnection
 
@@ -405,7 +406,8 @@ def _stop(server: _Server) -> None:
 def serve_local(models: PreparedModels | None = None, *, chat: bool = True, embed: bool = True,
                 threads: int | None = None, chat_ctx: int = 8192,
                 startup_timeout_s: float = 120.0, request_timeout_s: float = 300.0,
-                log_dir: str | Path | None = None) -> Iterator[LocalServers]:
+                log_dir: str | Path | None = None, decoding: Decoding | None = None
+                ) -> Iterator[LocalServers]:
     """Start the embedded chat and/or embedding server; stop them on exit, always.
 
     Args:
@@ -417,6 +419,9 @@ def serve_local(models: PreparedModels | None = None, *, chat: bool = True, embe
         startup_timeout_s: how long to wait for ``/health``.
         request_timeout_s: the read timeout of the endpoints handed out.
         log_dir: where server logs go (default: a folder under the models home).
+        decoding: the chat server's decoding (:class:`~.decoding.Decoding`; default plain);
+            ``draft`` serves the chat model's draft (:data:`~.decoding.DRAFT_FOR`), which
+            must be prepared too.
 
     Raises:
         ModelNotFound: the models are not prepared.
@@ -426,18 +431,27 @@ def serve_local(models: PreparedModels | None = None, *, chat: bool = True, embe
     logs = Path(log_dir) if log_dir else models_home() / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     n = threads or os.cpu_count() or 2
+    decoding = decoding or Decoding()
+    draft = None
+    if chat and decoding.name == "draft":
+        if models.chat_name not in DRAFT_FOR:
+            raise ConfigError(f"decoding draft: the chat model {models.chat_name or '?'} has no "
+                              f"draft model (those with one: {', '.join(DRAFT_FOR)})",
+                              key="decoding")
+        draft = locate_chat_model(DRAFT_FOR[models.chat_name], models.chat_model.parent.parent)
     started: list[_Server] = []
     try:
         if chat:
-            started.append(_start("chat", models, ["--jinja", "-c", str(chat_ctx), "-np", "1"],
-                                  logs, n))
+            started.append(_start("chat", models, ["--jinja", "-c", str(chat_ctx), "-np", "1",
+                                                   *decoding.server_args(draft)], logs, n))
         if embed:
             started.append(_start("embed", models, ["--embeddings", "--pooling", "mean",
                                                     "-c", "512", "-b", "512", "-ub", "512",
                                                     "-np", "1"], logs, n))
         for s in started:
             _wait_healthy(s, startup_timeout_s)
-        eps = {s.role: Endpoint("local", s.base_url, s.model_id, timeout_s=request_timeout_s)
+        eps = {s.role: Endpoint("local", s.base_url, s.model_id, timeout_s=request_timeout_s,
+                                decoding=decoding.identity if s.role == "chat" else "")
                for s in started}
         yield LocalServers(eps.get("chat"), eps.get("embed"), started, models)
     finally:

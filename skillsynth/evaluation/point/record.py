@@ -62,8 +62,12 @@ def model_of(client: Any) -> dict[str, str | None] | None:
     if client is None:
         return None
     ep = getattr(client, "endpoint", None)
-    return {"model": getattr(ep, "model", None) or getattr(client, "embedder_id", None),
-            "base_url": getattr(ep, "base_url", None)}
+    out = {"model": getattr(ep, "model", None) or getattr(client, "embedder_id", None),
+           "base_url": getattr(ep, "base_url", None)}
+    decoding = getattr(ep, "decoding", "")
+    if decoding:  # a speculative setting (plain decoding: no key)
+        out["decoding"] = decoding
+    return out
 
 
 @dataclass(frozen=True)
