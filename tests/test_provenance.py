@@ -133,7 +133,8 @@ def test_oracle_dataflow_recalls_the_gold_calls_with_sources_and_no_user_value(t
                   "paypal_7644869"):
         assert value not in text
     assert (tmp_path / "oracle-dataflow" / "p").is_dir()  # through the #691 path
-    assert gold.dataflow_counts() == {"step": 5, "customer": 3, "constant": 2, "unknown": 0}
+    assert gold.dataflow_counts() == {"step": 5, "customer": 3, "constant": 2, "unknown": 0,
+                                      "from_history": 0, "from_gold": 1}
     assert gold.recall("oracle-dataflow", "p") is proc and len(world.executed) == 4
 
 
@@ -143,3 +144,41 @@ def test_oracle_dataflow_without_a_world_is_skipped_with_its_reason():
     with pytest.raises(ArmSkipped, match="no world to execute the gold calls in"):
         gold.recall("oracle-dataflow", "p")
     assert "no world" in gold.skipped["p"]
+
+
+def test_a_list_whose_values_come_from_several_results_names_the_path_once():
+    calls = [TracedCall("a", {}, json.dumps({"variants": {"111": {}}})),
+             TracedCall("b", {}, json.dumps({"variants": {"222": {}}})),
+             TracedCall("c", {"ids": ["111", "222"]}, "")]
+    got = argument_sources(calls, "")[2]
+    assert got["ids"] == (ArgSource("step", step=1, path="variants.<key>"),
+                          ArgSource("step", step=2, path="variants.<key>"))
+    assert describe_sources(got) == "ids = the variants.<key> in steps 1 and 2' results"
+
+
+def test_oracle_dataflow_traces_a_successful_history_run_where_the_task_has_one(tmp_path):
+    # tau2's gold actions often hold only the write; the reads that produce its values are
+    # in a successful run of the task, so that run is traced where the history has one
+    from corpus_kinds import tiny_corpus
+
+    from skillsynth.evaluation.point.controls import successful_runs
+    from skillsynth.store import MemoryStore
+
+    db = tiny_corpus(tmp_path)
+    with MemoryStore.open(db) as store:
+        sessions = sorted({c.session_id for c in store.tool_calls()})
+    labels = {s: SessionLabel(s, "test", "5", i, success=i != 2)
+              for i, s in enumerate(sessions[:3], 1)}
+    runs = successful_runs(db, labels, labels)
+    with MemoryStore.open(db, read_only=True) as store:
+        first = [c.tool_name for c in store.tool_calls(sessions[0])]
+    assert list(runs) == ["5"] and [n for n, _ in runs["5"]] == first  # attempt 1 succeeded
+    world = FakeRetailWorld()
+    write_only = {"p": SessionLabel("p", "tau2", "5", 4, actions=GOLD[3:])}
+    history = [(g["name"], g["arguments"]) for g in GOLD]
+    gold = GoldSource(write_only, {"p": "5"}, world, runs={"5": history})
+    proc = gold.recall("oracle-dataflow", "p")
+    assert world.executed == [g["name"] for g in GOLD]
+    assert "4. Call return_delivered_order_items with order_id = the order_id in step 3's" \
+        in proc.markdown_body
+    assert gold.dataflow_counts()["from_history"] == 1

@@ -187,11 +187,27 @@ def describe_sources(sources: Mapping[str, Sequence[ArgSource]]) -> str:
     ``order_id from the customer; user_id = the user_id in step 1's result``."""
     parts = []
     for arg, srcs in sources.items():
-        # a list's elements: each distinct source once (its path's [] says it is a list)
-        joined = " and ".join(dict.fromkeys(s.describe() for s in srcs)) or "an empty list"
+        # a list's elements: each distinct source once (its path's [] says it is a list),
+        # one path found in several steps' results said once with the steps
+        said: dict[str, list[int]] = {}
+        for src in srcs:
+            key = f"step:{src.path}" if src.kind == "step" else src.describe()
+            said.setdefault(key, [])
+            if src.step is not None and src.step not in said[key]:
+                said[key].append(src.step)
+        words = [_steps(k[5:], steps) if k.startswith("step:") else k
+                 for k, steps in said.items()]
+        joined = " and ".join(words) or "an empty list"
         verb = " =" if all(s.kind in ("constant", "step") for s in srcs) and srcs else ""
         parts.append(f"{arg}{verb} {joined}")
     return "; ".join(parts)
+
+
+def _steps(path: str, steps: list[int]) -> str:
+    if len(steps) == 1:
+        return ArgSource("step", step=steps[0], path=path).describe()
+    listed = ", ".join(map(str, steps[:-1])) + f" and {steps[-1]}"
+    return f"the {path} in steps {listed}' results" if path else f"steps {listed}' results"
 
 
 def source_counts(per_call: Sequence[Mapping[str, Sequence[ArgSource]]]) -> dict[str, int]:

@@ -11,10 +11,11 @@ oracle         the ideal procedure synthesis could produce: the probe task's gol
                tool names in order, each with a one-line description (the world's own where
                it has one, else a line made from the name), no argument values
 oracle-args    the same, each step with the gold argument values (tau2's LLMGTAgent bound)
-oracle-        the same, each argument with its *source* instead of its value: the field of
-dataflow       an earlier step's result, "from the customer", or a non-user constant (an
-               enum, a boolean), found by executing the gold calls in the world
-               (:mod:`skillsynth.pipeline.provenance`): the rung between names and values
+oracle-        a successful history run of the task (else its gold calls), each argument with
+dataflow       its *source* instead of its value: the field of an earlier step's result,
+               "from the customer", or a non-user constant (an enum, a boolean), found by
+               executing the calls in the world (:mod:`skillsynth.pipeline.provenance`):
+               the rung between names and values
 mismatched     another family's oracle procedure, the family drawn by the point's seed
                (never the probe's own, never one with the probe's state-changing tools)
 inert          skillsynth's memory arm (its synthesis runs) with recall forced empty: it must
@@ -64,10 +65,28 @@ from ..strategies import ControlKind
 from .options import PointOptions
 from .split import READ_ONLY_PREFIXES, Split
 
-__all__ = ["CONTROLS", "ORACLES", "ORACLE_PREFIX", "POSITIVE", "GoldAction", "GoldSource",
-           "action_matches", "check_gold", "first_write_at", "generic_line", "gold_actions",
-           "gold_share_matched", "gold_source", "mismatched_session", "one_line",
-           "oracle_procedure", "oracle_skill", "read_back_691", "tool_descriptions"]
+__all__ = [
+    "CONTROLS",
+    "ORACLES",
+    "ORACLE_PREFIX",
+    "POSITIVE",
+    "GoldAction",
+    "GoldSource",
+    "action_matches",
+    "check_gold",
+    "first_write_at",
+    "generic_line",
+    "gold_actions",
+    "gold_share_matched",
+    "gold_source",
+    "mismatched_session",
+    "one_line",
+    "oracle_procedure",
+    "oracle_skill",
+    "read_back_691",
+    "successful_runs",
+    "tool_descriptions",
+]
 
 CONTROLS: tuple[ControlKind, ...] = ("oracle", "oracle-args", "oracle-dataflow", "mismatched",
                                      "inert")
@@ -282,6 +301,9 @@ class GoldSource:
         seed: the point's seed (mismatched draws by it).
         skills_dir: where recalled control skills are kept as SKILL.md (None: not kept).
         skipped: probe -> why a control arm was skipped for it (filled at recall).
+        runs: task -> the calls of a successful *history* session of that task (the
+            oracle-dataflow arm traces those where a task has one: tau2's gold actions often
+            hold only the writes, and the reads that produce their values are in the run).
     """
 
     labels: Mapping[str, SessionLabel]
@@ -291,6 +313,7 @@ class GoldSource:
     seed: int = 0
     skills_dir: Path | None = None
     skipped: dict[str, str] = field(default_factory=dict)
+    runs: Mapping[str, Sequence[tuple[str, Mapping[str, Any]]]] = field(default_factory=dict)
     _cache: dict[Any, Any] = field(default_factory=dict, repr=False)
 
     def actions(self, session: str) -> tuple[GoldAction, ...]:
@@ -360,7 +383,11 @@ class GoldSource:
             return self.skip(probe, "no gold actions")
         sources = None
         if control == "oracle-dataflow":
-            traced = self._dataflow(probe, acts)
+            label = self.labels.get(probe)
+            run = self.runs.get(str(label.task_id)) if label is not None else None
+            if run:  # a successful history run of the task: its reads, then its writes
+                acts = gold_actions(run)
+            traced = self._dataflow(probe, acts, "history" if run else "gold")
             if isinstance(traced, ArmSkipped):
                 return traced
             sources = traced
@@ -373,10 +400,11 @@ class GoldSource:
                                 families=() if fam is None else (fam,))
 
 
-    def _dataflow(self, probe: str, acts: Sequence[GoldAction]
+    def _dataflow(self, probe: str, acts: Sequence[GoldAction], origin: str
                   ) -> list[dict[str, tuple[ArgSource, ...]]] | ArmSkipped:
-        """Each gold argument's source, from the gold calls executed in a fresh episode of
-        the probe's task (their results) and the task's words to the agent (the customer)."""
+        """Each argument's source, from ``acts`` (``origin``: a successful history run of the
+        task, else its gold calls) executed in a fresh episode of the probe's task (their
+        results) and the task's words to the agent (the customer)."""
         label = self.labels.get(probe)
         if self.world is None or label is None or label.task_id is None:
             return self.skip(probe, "no world to execute the gold calls in (oracle-dataflow "
@@ -390,12 +418,14 @@ class GoldSource:
                  for a in acts]
         customer = "\n".join(t for t in (task.prompt, task.instructions) if t)
         sources = argument_sources(calls, customer, enums=enum_values(self.world.tool_specs()))
-        self._cache[("sources", probe)] = source_counts(sources)
+        self._cache[("sources", probe)] = source_counts(sources) | {f"from_{origin}": 1}
         return sources
 
     def dataflow_counts(self) -> dict[str, int]:
-        """Argument values per source kind, over the probes oracle-dataflow traced."""
-        total = {k: 0 for k in ("step", "customer", "constant", "unknown")}
+        """Argument values per source kind over the probes oracle-dataflow traced, and how
+        many probes were traced from a history run (``from_history``) or the gold calls."""
+        total = {k: 0 for k in ("step", "customer", "constant", "unknown", "from_history",
+                                "from_gold")}
         for key, counts in self._cache.items():
             if isinstance(key, tuple) and key[0] == "sources":
                 for k, n in counts.items():
@@ -449,11 +479,34 @@ def check_gold(control: str | None, gold: GoldSource, split: Split) -> None:
 
 
 # ---------------------------------------------------------------------- a point's source
+def successful_runs(corpus: str | Path, sessions: Iterable[str],
+                    labels: Mapping[str, SessionLabel]
+                    ) -> dict[str, list[tuple[str, dict[str, Any]]]]:
+    """Task -> the calls of its first successful session among ``sessions`` (by attempt),
+    with arguments that are JSON objects (a session with any other is passed over)."""
+    from ...store import MemoryStore
+
+    ok = sorted((labels[s].attempt or 0, s) for s in sessions
+                if s in labels and labels[s].success and labels[s].task_id is not None)
+    out: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    with MemoryStore.open(corpus, read_only=True) as store:
+        for _, s in ok:
+            task = str(labels[s].task_id)
+            if task in out:
+                continue
+            calls = [(c.tool_name, _args(c.args)) for c in store.tool_calls(s)]
+            if calls and all(a is not None for _, a in calls):
+                out[task] = [(n, a) for n, a in calls if a is not None]
+    return out
+
+
 def gold_source(cfg: PointOptions, labels: Mapping[str, SessionLabel], split: Split,
-                skills_dir: Path | None = None) -> GoldSource:
+                skills_dir: Path | None = None, corpus: str | Path | None = None
+                ) -> GoldSource:
     """The point's gold source: its labels, its families and, where the point acts in a
     named world, that world's tasks and tool descriptions. Recalled control skills are kept
-    under ``skills_dir`` (control points only)."""
+    under ``skills_dir`` (control points only). For oracle-dataflow, ``corpus``'s successful
+    history sessions per task (:func:`successful_runs`)."""
     from ..live.worlds import get_world
 
     world = None
@@ -469,6 +522,8 @@ def gold_source(cfg: PointOptions, labels: Mapping[str, SessionLabel], split: Sp
                 "live (world: tau2:...) otherwise")
         world = get_world(f"tau2:{next(iter(domains - {None}))}")
     descriptions = tool_descriptions(world.tool_specs()) if world is not None else {}
+    runs = successful_runs(corpus, split.history, labels) \
+        if cfg.strategy == "oracle-dataflow" and corpus is not None else {}
     return GoldSource(labels, dict(split.families), world,  # type: ignore[arg-type]
                       descriptions, cfg.seed,
-                      skills_dir if cfg.strategy in CONTROLS else None)
+                      skills_dir if cfg.strategy in CONTROLS else None, runs=runs)

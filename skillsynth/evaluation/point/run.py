@@ -180,7 +180,7 @@ def run_point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out_dir: str | 
         with LabelStore(labels_file) as ls:
             labels = {x.session_id: x for x in ls.all()}
         # gold actions: scoring's (graded live KPIs), and the control arms' declared exception
-        gold = gold_source(cfg, labels, split, out / "skills" / "controls")
+        gold = gold_source(cfg, labels, split, out / "skills" / "controls", cfg.corpus)
         check_gold(getattr(strategy, "control", None), gold, split)
         verifier = point_verifier(cfg, llm, labels, th, user)
     history_db = out / "history.db"
