@@ -66,3 +66,18 @@ def test_bench_settings_and_run_orders():
                                                  ("b", "no-memory"), ("b", "oracle-args")]
     assert _order(["a", "b"], "grouped") == [("a", "no-memory"), ("b", "no-memory"),
                                              ("a", "oracle-args"), ("b", "oracle-args")]
+
+
+def test_a_backend_names_its_decoding_and_a_sweep_hands_it_to_its_points(tmp_path):
+    from skillsynth.models.backend import BackendSpec, open_clients
+
+    assert BackendSpec("local", decoding="ngram").decoding == "ngram"
+    with pytest.raises(ConfigError, match="decoding must be one of"):
+        BackendSpec("local", decoding="fast")
+    with pytest.raises(ConfigError, match="embedded servers"):
+        BackendSpec("lemonade", decoding="draft")
+    spec = BackendSpec("endpoints", chat_model="m", embed_model="e",
+                       chat_url="http://127.0.0.1:1/v1", embed_url="http://127.0.0.1:1/v1",
+                       chat_decoding="ngram-simple:n4:m16")
+    with open_clients(spec) as (chat, _):  # nothing is contacted until a call
+        assert chat.endpoint.decoding == "ngram-simple:n4:m16"

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from ..errors import ConfigError, LLMError
 from ..protocols import ChatModel
 from .cache import CallCache
+from .decoding import Decoding
 from .embed import Embedder
 from .llm import LEMONADE_EMBED_MODEL, ChatClient, Endpoint
 
@@ -48,6 +49,11 @@ class BackendSpec:
         chat_url, embed_url: the OpenAI-compatible roots (``endpoints`` only).
         cache: the call cache file (None: no cache).
         timeout_s: seconds per model request.
+        decoding: ``local`` only: the chat server's decoding (``none``, ``ngram`` or
+            ``draft``; :mod:`~skillsynth.models.decoding`).
+        chat_decoding: ``endpoints`` only: the running chat server's decoding identity
+            (:attr:`~skillsynth.models.decoding.Decoding.identity`; a sweep hands its points
+            the servers it started), for sampled calls' cache keys and run records.
     """
 
     backend: BackendName = "local"
@@ -57,11 +63,17 @@ class BackendSpec:
     embed_url: str | None = None
     cache: str | None = None
     timeout_s: float = 300.0
+    decoding: str = "none"
+    chat_decoding: str = ""
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
             raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got "
                               f"{self.backend!r}", key="backend")
+        Decoding(self.decoding)  # type: ignore[arg-type]  # a bad name fails here, named
+        if self.decoding != "none" and self.backend != "local":
+            raise ConfigError("decoding applies to the embedded servers (backend local) only",
+                              key="decoding")
         if self.backend == "endpoints":
             missing = [k for k in ("chat_url", "chat_model", "embed_url", "embed_model")
                        if not getattr(self, k)]
@@ -79,7 +91,8 @@ def open_clients(spec: BackendSpec) -> Iterator[tuple[ChatClient, Embedder]]:
     try:
         if spec.backend == "local":
             with serve_local(locate_models(chat=spec.chat_model),
-                             request_timeout_s=spec.timeout_s) as servers:
+                             request_timeout_s=spec.timeout_s,
+                             decoding=Decoding(spec.decoding)) as servers:  # type: ignore[arg-type]
                 assert servers.chat is not None and servers.embed is not None
                 with ChatClient(servers.chat, cache=cache) as chat, \
                         Embedder(servers.embed, cache=cache) as emb:
@@ -92,7 +105,8 @@ def open_clients(spec: BackendSpec) -> Iterator[tuple[ChatClient, Embedder]]:
                                          timeout_s=spec.timeout_s)
         else:
             assert spec.chat_url and spec.chat_model and spec.embed_url and spec.embed_model
-            chat_ep = Endpoint("local", spec.chat_url, spec.chat_model, timeout_s=spec.timeout_s)
+            chat_ep = Endpoint("local", spec.chat_url, spec.chat_model, timeout_s=spec.timeout_s,
+                               decoding=spec.chat_decoding)
             embed_ep = Endpoint("local", spec.embed_url, spec.embed_model,
                                 timeout_s=spec.timeout_s)
         with ChatClient(chat_ep, cache=cache) as chat, Embedder(embed_ep, cache=cache) as emb:

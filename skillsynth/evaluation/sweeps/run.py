@@ -148,15 +148,17 @@ def _shared_backend(spec: SweepSpec, cache: str | None) -> Iterator[BackendSpec]
     if backend.backend != "local":
         yield backend
         return
+    from ...models.decoding import Decoding
     from ...models.serve import locate_models, serve_local
 
     with serve_local(locate_models(chat=backend.chat_model),
-                     request_timeout_s=backend.timeout_s) as servers:
+                     request_timeout_s=backend.timeout_s,
+                     decoding=Decoding(backend.decoding)) as servers:  # type: ignore[arg-type]
         assert servers.chat is not None and servers.embed is not None
         yield BackendSpec("endpoints", chat_model=servers.chat.model,
                           embed_model=servers.embed.model, chat_url=servers.chat.base_url,
                           embed_url=servers.embed.base_url, cache=cache,
-                          timeout_s=backend.timeout_s)
+                          timeout_s=backend.timeout_s, chat_decoding=servers.chat.decoding)
 
 
 def _shipped_live_corpus(client: Any, spec: SweepSpec, run_dir: Path, backend: BackendSpec,

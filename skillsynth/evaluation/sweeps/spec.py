@@ -176,7 +176,7 @@ class SweepSpec:
         if name not in ("local", "lemonade", "endpoints"):
             raise ConfigError(f"sweep backend must be local, lemonade or endpoints, got "
                               f"{name!r}", key="backend", source=src)
-        known = {"chat_model", "embed_model", "chat_url", "embed_url"}
+        known = {"chat_model", "embed_model", "chat_url", "embed_url", "decoding"}
         if set(conf) - known - {"timeout_s"}:
             raise ConfigError(f"unknown backend key(s) {sorted(set(conf) - known - {'timeout_s'})}"
                               f"; known: backend, timeout_s, {', '.join(sorted(known))}",
