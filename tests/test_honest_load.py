@@ -269,3 +269,22 @@ def test_corpus_import_dry_run_counts_what_it_would_do_and_writes_nothing(tmp_pa
     assert "dry run, nothing written: would import 1 sessions" in out
     assert "3 sessions already in the corpus" in out and "1 bad records skipped" in out
     assert _tree(tmp_path) == before
+
+
+def test_a_verification_try_cut_off_by_the_server_makes_the_point_invalid(tmp_path,
+                                                                          monkeypatch):
+    from skillsynth.errors import LLMUnavailable
+    from skillsynth.evaluation.point import run as run_module
+
+    class DownVerifier:  # FAKE: its tries need a model that does not answer
+        rule = "world"
+
+        def __call__(self, skill, cluster):
+            raise LLMUnavailable("FAKE: verifying find-the-invoice: no complete answer "
+                                 "within 1 s")
+
+    monkeypatch.setattr(run_module, "point_verifier", lambda *a, **k: DownVerifier())
+    cfg = EvalConfig(str(tiny_corpus(tmp_path)), thresholds=TH, n_boot=100)
+    with pytest.raises(PointInvalid, match="verifying find-the-invoice") as err:
+        run_point(cfg, FakeDistiller(), FakeFamilyEmbedder(), tmp_path / "pt")
+    assert err.value.stage == "synthesis" and not (tmp_path / "pt" / SUMMARY).exists()

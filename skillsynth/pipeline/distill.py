@@ -15,11 +15,9 @@ repeated in ``tools_required`` keeps its first place; recorded in
 :class:`~skillsynth.errors.UngroundedSkill`: rejected, never trimmed.
 
 Both modes show one worked example (a restaurant booking, a domain no corpus here uses) as
-a prior user/assistant turn. Measured with the embedded SmolLM2-135M on two seeded synthetic
-corpora (7 qualified clusters): without it, json mode answered SKIP 7/7 and yaml mode broke
-the frontmatter; with it, 7/7 clusters gave a valid skill and the when_to_use texts scored a
-mean cosine of 0.45 against their member goals (MiniLM), up from 0.22. The example shows
-``skip: false``, so it biases small models against SKIP; a capable model still decides.
+a prior user/assistant turn: without it the smallest embedded model answered SKIP to every
+cluster in json mode and broke the frontmatter in yaml mode (docs/models.md). The example
+shows ``skip: false``, so it biases small models against SKIP; a capable model still decides.
 """
 
 from __future__ import annotations

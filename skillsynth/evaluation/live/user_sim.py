@@ -10,11 +10,8 @@ turns go through the call cache like every model call (prompt version ``user-sim
 Each turn hands the model the conversation as a transcript to continue ("Agent: ...",
 "Customer: ...") rather than the agent's words in the chat's user role (tau2's framing,
 ``user-sim-v1``): a small model given the agent's line as its user turn answers as the
-assistant it was tuned to be. Measured with Qwen2.5-Coder-1.5B on tau2 retail tasks 5, 18,
-38, 40 and 60: in none of 10 runs did the agent learn the request or make a call (the v1
-customer of task 5 answers the greeting with "Hello! How can I assist you today?"); given
-the transcript, and asked first why it came, the same model opens with the request (tasks
-5, 18, 38 and 60 checked by hand) and gives its known facts when asked.
+assistant it was tuned to be, so no run ever learns the request; given the transcript, and
+asked first why it came, it opens with the request (docs/live.md has the measurement).
 """
 
 from __future__ import annotations

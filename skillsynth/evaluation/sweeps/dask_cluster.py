@@ -14,10 +14,7 @@
 
 Without ``cluster`` a sweep keeps its thread pool rather than defaulting to a LocalCluster:
 every point is already its own kernel process, so worker processes only add their start-up
-(a LocalCluster of two: about 1.5 s to start and stop on 2 cores, plus each fresh worker's
-first papermill import) and their memory, and change no result. Measured on CI's 2-point
-sweep with a warm cache, median of 3: serial 8.6 s, thread pool of 2 8.5 s, LocalCluster of
-2 11.9 s, identical KPIs.
+and their memory, and change no result (the measured cost is in docs/evaluation.md).
 
 Before any point runs, every worker must import skillsynth at the submitting side's
 version. How points reach the run folder is the ``transport``:
