@@ -12,8 +12,9 @@ from typing import Any
 from ..figures import Measurement, measure
 from .distill import overall_figures
 
-__all__ = ["distill_measurement", "models_measurement", "pipeline_measurement",
-           "sweep_measurement", "tuning_measurement", "worlds_measurement"]
+__all__ = ["distill_measurement", "live_measurement", "models_measurement",
+           "pipeline_measurement", "sweep_measurement", "tuning_measurement",
+           "worlds_measurement"]
 
 
 def _gib(nbytes: int) -> str:

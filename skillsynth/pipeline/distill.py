@@ -1,10 +1,14 @@
 """Distill: one low-temperature LLM call turns a qualified cluster into a Skill (or SKIP).
 
 The prompt (versioned: :data:`PROMPT_VERSION` is part of the cache key) shows the
-representative run's tool sequence (tool names; arguments are dropped, as GAIA does, so no
-user data leaks into a procedure), up to five other phrasings of the goal and the
+representative run's tool sequence, up to five other phrasings of the goal and the
 cluster's success counts. The model answers the intermediate SKILL.md shape or the
-literal ``SKIP``.
+literal ``SKIP``. Of the calls' arguments it sees (``args``, :data:`DistillArgs`) nothing
+(GAIA's choice, so no user data leaks into a procedure), each argument's *source*
+(:mod:`.provenance`: where a value came from, never the value), or the values themselves
+(an upper bound that shows user data to the model). ``distiller="trace"`` writes the
+procedure by rule instead (:func:`distill_trace`): no model call, the fair baseline for a
+small distiller and a measure of what the model adds.
 
 Two modes: ``yaml`` (free-form, as GAIA does; wrappers stripped explicitly) and ``json``
 (constrained by a JSON schema whose strings and arrays are all bounded; the SKIP decision
@@ -23,6 +27,7 @@ shows ``skip: false``, so it biases small models against SKIP; a capable model s
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -30,21 +35,39 @@ from ..config import Thresholds
 from ..errors import MalformedSkill, UngroundedSkill
 from ..protocols import ChatModel
 from .cluster import Cluster
+from .provenance import cluster_dataflow, session_calls
 from .skill import Skill, strip_wrappers
 
 __all__ = [
+    "DISTILLERS",
+    "DISTILL_ARGS",
     "PROMPT_VERSION",
+    "TRACE_VERSION",
+    "DistillArgs",
     "DistillMode",
     "Distillation",
+    "Distiller",
     "answer_schema",
     "build_messages",
     "distill",
     "distill_cached",
     "distill_cluster",
+    "distill_trace",
+    "trace_when",
 ]
 
 PROMPT_VERSION = "distill-v3"
 DistillMode = Literal["yaml", "json"]
+#: What the distiller is shown of the calls' arguments: ``none`` (GAIA: tool names only),
+#: ``provenance`` (each argument's source, :mod:`.provenance`; no value) or ``values`` (the
+#: representative run's values: an upper bound that puts user data in front of the model).
+DistillArgs = Literal["none", "provenance", "values"]
+DISTILL_ARGS: tuple[DistillArgs, ...] = ("none", "provenance", "values")
+#: Who writes the procedure: the LLM, or the trace rule (no model; :func:`distill_trace`).
+Distiller = Literal["llm", "trace"]
+DISTILLERS: tuple[Distiller, ...] = ("llm", "trace")
+_ARGS_RULE = ("\nWhere a step shows where its arguments come from, keep that in the step "
+              "(e.g. 'with user_id = step 1's result'); never write a value from the runs.")
 TEMPERATURE = 0.1
 MAX_TOKENS = 1024
 #: Sampling seed: at temperature 0.1 answers still vary; a fixed seed makes a pass repeatable
@@ -130,10 +153,24 @@ def _render(data: dict[str, Any]) -> str:
             f"---\n\n{steps}\n\n## Edge cases\n{edges}\n")
 
 
-def build_messages(cluster: Cluster, mode: DistillMode = "yaml") -> list[dict[str, Any]]:
-    """The chat messages for ``cluster`` (no arguments or results of calls are shown)."""
+def _steps(cluster: Cluster, args: DistillArgs) -> str:
     rep = cluster.representative()
-    steps = "\n".join(f"{i}. {t}" for i, t in enumerate(rep.tool_names, 1))
+    if args == "provenance":
+        flows = cluster_dataflow(cluster.members, rep)
+        return "\n".join(f"{i}. {f.tool}" + (f" with {f.describe()}" if f.describe() else "")
+                         for i, f in enumerate(flows, 1))
+    if args == "values":
+        return "\n".join(f"{i}. {c.name} {json.dumps(dict(c.arguments), ensure_ascii=False)}"
+                         for i, c in enumerate(session_calls(rep), 1))
+    return "\n".join(f"{i}. {t}" for i, t in enumerate(rep.tool_names, 1))
+
+
+def build_messages(cluster: Cluster, mode: DistillMode = "yaml", args: DistillArgs = "none"
+                   ) -> list[dict[str, Any]]:
+    """The chat messages for ``cluster``: the representative run's tool names (``args``:
+    with each argument's source or value), the goals and the counts; no results."""
+    rep = cluster.representative()
+    steps = _steps(cluster, args)
     others = [g for g in dict.fromkeys(cluster.goals) if g != rep.goal][:5]
     phrasings = "\n".join(f"- {g}" for g in others) or "- (none)"
     user = (f"Goal of the representative run: {rep.goal}\n\n"
@@ -145,6 +182,8 @@ def build_messages(cluster: Cluster, mode: DistillMode = "yaml") -> list[dict[st
         system, example = _JSON_SYSTEM, json.dumps(_EXAMPLE)
     else:
         system, example = _SYSTEM, _render(_EXAMPLE)
+    if args != "none":
+        system += _ARGS_RULE
     return [{"role": "system", "content": system},
             {"role": "user", "content": _EXAMPLE_USER},
             {"role": "assistant", "content": example},
@@ -155,9 +194,11 @@ def _cluster_tools(cluster: Cluster) -> list[str]:
     return [t for m in cluster.members for t in m.tool_names]
 
 
-def answer_schema(cluster: Cluster) -> dict[str, Any]:
-    """The JSON schema for ``json`` mode: every string and array bounded (small models loop)."""
+def answer_schema(cluster: Cluster, args: DistillArgs = "none") -> dict[str, Any]:
+    """The JSON schema for ``json`` mode: every string and array bounded (small models loop);
+    a step may be longer where it carries its arguments."""
     tools = sorted(set(_cluster_tools(cluster)))
+    step_chars = 200 if args == "none" else 400
     return {
         "type": "object", "additionalProperties": False,
         # The SKIP decision comes last (decoding writes properties in this order): asked
@@ -170,7 +211,7 @@ def answer_schema(cluster: Cluster) -> dict[str, Any]:
             "tools_required": {"type": "array", "items": {"enum": tools}, "minItems": 1,
                                "maxItems": min(8, len(tools)), "uniqueItems": True},
             "steps": {"type": "array", "minItems": 1, "maxItems": 8,
-                      "items": {"type": "string", "minLength": 3, "maxLength": 200}},
+                      "items": {"type": "string", "minLength": 3, "maxLength": step_chars}},
             "edge_cases": {"type": "array", "minItems": 1, "maxItems": 4,
                            "items": {"type": "string", "minLength": 3, "maxLength": 200}},
             "skip": {"type": "boolean"},
@@ -194,8 +235,10 @@ def _from_json(text: str) -> str | None:
 
 
 def distill(cluster: Cluster, llm: ChatModel, config: Thresholds,
-            mode: DistillMode = "yaml") -> Distillation:
-    """One call; returns the raw answer and the Skill (None for SKIP).
+            mode: DistillMode = "yaml", *, args: DistillArgs = "none",
+            distiller: Distiller = "llm") -> Distillation:
+    """One call (``distiller`` llm) or the trace rule (``trace``, no call); returns the raw
+    answer and the Skill (None for SKIP).
 
     Raises:
         UngroundedSkill: a valid skill that names a tool none of the cluster's runs called.
@@ -203,7 +246,9 @@ def distill(cluster: Cluster, llm: ChatModel, config: Thresholds,
         LLMError: the model call failed (the pass decides what that means).
     """
     del config  # the thresholds do not shape the prompt; kept for a uniform stage signature
-    return _interpret(cluster, llm.chat(**_request(cluster, mode)), mode)
+    if distiller == "trace":
+        return distill_trace(cluster)
+    return _interpret(cluster, llm.chat(**_request(cluster, mode, args)), mode)
 
 
 def distill_cached(cluster: Cluster, llm: Any, mode: DistillMode = "yaml"
@@ -220,11 +265,13 @@ def distill_cached(cluster: Cluster, llm: Any, mode: DistillMode = "yaml"
     return None if result is None else _interpret(cluster, result, mode)
 
 
-def _request(cluster: Cluster, mode: DistillMode) -> dict[str, Any]:
-    return {"messages": build_messages(cluster, mode), "temperature": TEMPERATURE,
+def _request(cluster: Cluster, mode: DistillMode, args: DistillArgs = "none"
+             ) -> dict[str, Any]:
+    version = f"{PROMPT_VERSION}-{mode}" + ("" if args == "none" else f"-{args}")
+    return {"messages": build_messages(cluster, mode, args), "temperature": TEMPERATURE,
             "max_tokens": MAX_TOKENS,
-            "json_schema": answer_schema(cluster) if mode == "json" else None,
-            "seed": SEED, "prompt_version": f"{PROMPT_VERSION}-{mode}"}
+            "json_schema": answer_schema(cluster, args) if mode == "json" else None,
+            "seed": SEED, "prompt_version": version}
 
 
 def _interpret(cluster: Cluster, result: Any, mode: DistillMode) -> Distillation:
@@ -251,3 +298,50 @@ def distill_cluster(cluster: Cluster, llm: ChatModel, config: Thresholds,
                     mode: DistillMode = "yaml") -> Skill | None:
     """:func:`distill`, returning just the Skill (None when the model answered SKIP)."""
     return distill(cluster, llm, config, mode).skill
+
+
+# ---------------------------------------------------------------------- the trace distiller
+TRACE_VERSION = "trace-v1"
+_TRACE_EDGE = "If a call fails, read its error, correct the arguments and call it again."
+_WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
+
+
+def trace_when(cluster: Cluster) -> str:
+    """``when_to_use`` by rule: the words (in the representative goal's order) that at least
+    half the members' goals share, leaving out any word with a digit and any word passed
+    as an argument value in a member's calls (user data: names, ids); at most 25 words."""
+    rep = cluster.representative()
+    goals = [m.goal or "" for m in cluster.members]
+    passed = {w.lower() for m in cluster.members for c in session_calls(m)
+              for v in c.arguments.values() for w in _WORD.findall(json.dumps(v))}
+    counts: dict[str, int] = {}
+    for g in goals:
+        for w in {x.lower() for x in _WORD.findall(g)}:
+            counts[w] = counts.get(w, 0) + 1
+    words = [w for w in _WORD.findall(rep.goal or "")
+             if counts.get(w.lower(), 0) * 2 >= len(goals) and w.lower() not in passed]
+    kept = list(dict.fromkeys(w.lower() for w in words))[:25]
+    if not kept:
+        return "The user wants what these runs did: " + ", ".join(dict.fromkeys(rep.tool_names))
+    return "The user wants: " + " ".join(kept)
+
+
+def distill_trace(cluster: Cluster) -> Distillation:
+    """A procedure written by rule from the cluster's runs, no model: the representative
+    run's successful calls in order, each with its arguments' sources where every member
+    agrees (:func:`~.provenance.cluster_dataflow`), ``when_to_use`` by :func:`trace_when`,
+    the name from the run's last tool. No value from the runs appears, but a constant every
+    member passed."""
+    rep = cluster.representative()
+    flows = cluster_dataflow(cluster.members, rep)
+    if not flows:
+        raise MalformedSkill("the representative run has no successful call", field="steps")
+    name = re.sub(r"[^a-z0-9]+", "-", flows[-1].tool.lower()).strip("-")[:64].strip("-")
+    data = {"name": name or "procedure", "when_to_use": trace_when(cluster),
+            "tools_required": list(dict.fromkeys(f.tool for f in flows)),
+            "steps": [f"Call {f.tool}" + (f" with {f.describe()}" if f.describe() else "")
+                      for f in flows],
+            "edge_cases": [_TRACE_EDGE]}
+    text = _render(data)
+    repairs: list[str] = []
+    return Distillation(Skill.parse(text, repairs=repairs), text, False, False, tuple(repairs))

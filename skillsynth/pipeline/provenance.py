@@ -27,10 +27,14 @@ import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-__all__ = ["ArgSource", "SourceKind", "TracedCall", "argument_sources", "describe_sources",
-           "enum_values", "source_counts"]
+if TYPE_CHECKING:
+    from .detect import SessionSequence
+
+__all__ = ["VARIABLE", "ArgSource", "SourceKind", "StepFlow", "TracedCall", "argument_sources",
+           "cluster_dataflow", "describe_sources", "enum_values", "session_calls",
+           "source_counts"]
 
 SourceKind = Literal["step", "customer", "constant", "unknown"]
 #: A string value shorter than this is matched in the customer's words as a whole token only.
@@ -218,3 +222,96 @@ def source_counts(per_call: Sequence[Mapping[str, Sequence[ArgSource]]]) -> dict
             for s in srcs:
                 counts[s.kind] += 1
     return counts
+
+
+# ---------------------------------------------------------------------- over a cluster's runs
+#: What a step says of an argument whose source differs between the members' runs.
+VARIABLE = "varies between the runs: decide from the conversation"
+
+
+def session_calls(seq: SessionSequence) -> list[TracedCall]:
+    """A session's successful calls as traced calls (arguments that are not a JSON object
+    count as none; results as GAIA stored them, at most 500 characters)."""
+    out = []
+    for c in seq.span:
+        try:
+            args = json.loads(c.args) if c.args else {}
+        except ValueError:
+            args = {}
+        out.append(TracedCall(c.tool_name, args if isinstance(args, dict) else {},
+                              c.result_summary or ""))
+    return out
+
+
+@dataclass(frozen=True)
+class StepFlow:
+    """One step of a cluster's representative run with its arguments' sources.
+
+    Attributes:
+        tool: the tool called.
+        sources: argument -> its sources in the representative run; an argument whose
+            source differs in another member's matching call is left out of ``sources`` and
+            named in ``variable``.
+        variable: the arguments whose source varies between the members' runs.
+    """
+
+    tool: str
+    sources: Mapping[str, tuple[ArgSource, ...]]
+    variable: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        """The arguments in words (no value but a constant every member passed)."""
+        said = describe_sources(self.sources)
+        var = "; ".join(f"{a} {VARIABLE}" for a in self.variable)
+        return "; ".join(x for x in (said, var) if x)
+
+
+def _signature(src: ArgSource, tools: Sequence[str]) -> tuple[Any, ...]:
+    """A source as it can be compared across runs: a step by the tool it names, not its
+    position (runs differ in length); a constant by its value."""
+    if src.kind == "step" and src.step is not None:
+        return ("step", tools[src.step - 1], src.path)
+    if src.kind == "constant":
+        return ("constant", json.dumps(src.value, sort_keys=True))
+    return (src.kind,)
+
+
+def cluster_dataflow(members: Sequence[SessionSequence], representative: SessionSequence,
+                     *, enums: Mapping[str, Mapping[str, Sequence[Any]]] | None = None
+                     ) -> list[StepFlow]:
+    """The representative run's steps with each argument's source, kept only where every
+    other member's matching call (the same tool's same occurrence) traces it the same way.
+
+    The customer's words are each run's goal (its first user turn). A member without the
+    matching call, or without the argument, does not contradict. The result carries no
+    argument value except a constant that every member with the call passed.
+    """
+    def traced(seq: SessionSequence) -> tuple[list[TracedCall], list[dict[str, tuple[ArgSource, ...]]]]:
+        calls = session_calls(seq)
+        return calls, argument_sources(calls, seq.goal or "", enums=enums)
+
+    rep_calls, rep_sources = traced(representative)
+    others = [traced(m) for m in members if m.session_id != representative.session_id]
+    rep_tools = [c.name for c in rep_calls]
+    out = []
+    for i, (call, sources) in enumerate(zip(rep_calls, rep_sources, strict=True)):
+        nth = rep_tools[:i].count(call.name)
+        keep, variable = {}, []
+        for arg, srcs in sources.items():
+            mine = [_signature(s, rep_tools) for s in srcs]
+            agree = True
+            for calls, srcs_other in others:
+                idx = [j for j, c in enumerate(calls) if c.name == call.name]
+                if nth >= len(idx) or arg not in srcs_other[idx[nth]]:
+                    continue
+                tools = [c.name for c in calls]
+                theirs = [_signature(s, tools) for s in srcs_other[idx[nth]][arg]]
+                if set(theirs) != set(mine):
+                    agree = False
+                    break
+            if agree:
+                keep[arg] = srcs
+            else:
+                variable.append(arg)
+        out.append(StepFlow(call.name, keep, tuple(variable)))
+    return out

@@ -1,0 +1,95 @@
+"""What the distiller is shown of the calls' arguments (none, provenance, values), and the
+trace distiller that writes a procedure by rule (hand-made clusters, no model)."""
+
+from __future__ import annotations
+
+import json
+
+from skillsynth.pipeline.cluster import Cluster
+from skillsynth.pipeline.detect import SessionSequence
+from skillsynth.pipeline.distill import build_messages, distill_trace, trace_when
+from skillsynth.pipeline.provenance import VARIABLE, cluster_dataflow
+from skillsynth.pipeline.skill import validate_skill
+from skillsynth.store import ToolCall
+
+T = "2026-01-01T00:00:00"
+
+
+def _run(sid, name, zip_code, order, reason, pay):
+    """A return of one order: find the user by name and zip, read the user, return."""
+    user = f"{name.lower()}_{zip_code}"
+    calls = (
+        ToolCall(sid, "find_user_id_by_name_zip",
+                 json.dumps({"first_name": name, "zip": zip_code}), user, True, T),
+        ToolCall(sid, "get_user_details", json.dumps({"user_id": user}),
+                 json.dumps({"user_id": user, "orders": [order], "payment_methods": {pay: {}}}),
+                 True, T),
+        ToolCall(sid, "return_delivered_order_items",
+                 json.dumps({"order_id": order, "payment_method_id": pay, "reason": reason,
+                             "notify": True}), "ok", True, T))
+    goal = f"I am {name}, zip {zip_code}. Please return my order {order}; reason: {reason}."
+    return SessionSequence(sid, goal, calls, calls, True)
+
+
+MEMBERS = (_run("a", "Mei", "28236", "#W111", "defective", "paypal_1"),
+           _run("b", "Yusuf", "10001", "#W222", "defective", "card_2"),
+           _run("c", "Ana", "90210", "#W333", "unwanted", "gift_3"))
+CLUSTER = Cluster(MEMBERS, "agglomerative", "calls", 1.0, True)
+VALUES = ("Mei", "Yusuf", "Ana", "28236", "10001", "90210", "#W111", "#W222", "#W333",
+          "paypal_1", "card_2", "gift_3", "mei_28236", "yusuf_10001", "ana_90210")
+
+
+def test_the_dataflow_of_a_cluster_keeps_what_every_member_agrees_on():
+    flows = cluster_dataflow(MEMBERS, CLUSTER.representative())
+    assert [f.tool for f in flows] == ["find_user_id_by_name_zip", "get_user_details",
+                                       "return_delivered_order_items"]
+    assert flows[0].describe() == "first_name from the customer; zip from the customer"
+    assert flows[1].describe() == "user_id = step 1's result"
+    # the reason is in the customer's words in every run; notify is a shared constant
+    assert flows[2].describe() == (
+        "order_id = the orders[] in step 2's result; payment_method_id = the "
+        "payment_methods.<key> in step 2's result; reason from the customer; notify = true")
+    # a member that took the order id from the customer instead: the source varies
+    other = _run("d", "Lu", "30301", "#W444", "defective", "cash_4")
+    calls = list(other.calls)
+    calls[1] = ToolCall("d", "get_user_details", json.dumps({"user_id": "lu_30301"}),
+                        json.dumps({"user_id": "lu_30301", "payment_methods": {"cash_4": {}}}),
+                        True, T)
+    odd = SessionSequence("d", other.goal, tuple(calls), tuple(calls), True)
+    flows = cluster_dataflow((*MEMBERS, odd), CLUSTER.representative())
+    assert flows[2].variable == ("order_id",)
+    assert f"order_id {VARIABLE}" in flows[2].describe()
+
+
+def _user_turn(args):
+    return build_messages(CLUSTER, "json", args)[-1]["content"]
+
+
+def test_the_distiller_sees_sources_not_values_unless_asked_for_values():
+    none, prov, vals = _user_turn("none"), _user_turn("provenance"), _user_turn("values")
+    steps = {k: t.split("in order:")[1].split("Other phrasings")[0] for k, t in
+             (("none", none), ("provenance", prov), ("values", vals))}
+    assert "2. get_user_details with user_id = step 1's result" in steps["provenance"]
+    assert "2. get_user_details\n" in steps["none"]
+    for v in VALUES:  # the goals name them (the model always saw those); the steps do not
+        assert v not in steps["provenance"] and v not in steps["none"]
+    assert '"first_name": "Mei"' in steps["values"] or '"first_name": "Ana"' in steps["values"]
+    system = {a: build_messages(CLUSTER, "json", a)[0]["content"] for a in ("none", "provenance")}
+    assert "never write a value from the runs" in system["provenance"]
+    assert "never write a value" not in system["none"]  # GAIA's prompt is unchanged
+
+
+def test_the_trace_distiller_writes_a_valid_procedure_with_no_user_value():
+    d = distill_trace(CLUSTER)
+    assert d.skill is not None and not d.cached
+    validate_skill(d.skill, "gaia691")
+    body = d.skill.body
+    assert "3. Call return_delivered_order_items with order_id = the orders[] in step 2's" in body
+    assert d.skill.name == "return-delivered-order-items"
+    assert d.skill.tools_required == ("find_user_id_by_name_zip", "get_user_details",
+                                      "return_delivered_order_items")
+    text = body + d.skill.description + d.skill.name
+    for v in VALUES:
+        assert v not in text, v
+    # when_to_use: the goals' shared words, without digits or passed values
+    assert trace_when(CLUSTER) == "The user wants: i am zip please return my order reason"
