@@ -27,18 +27,20 @@ from ...pipeline.recall import RECALL_KEYS, RecallKey
 from ...pipeline.verify import VERIFY_CALLS, VERIFY_RULES, VerifyCalls, VerifyRule
 from ..strategies import STRATEGIES, get_strategy
 from .metrics import N_BOOT
-from .rolling import CADENCE_UNITS, CadenceUnit
 from .split import FAMILY_RULES, FamilyRule
 
-__all__ = ["HISTORY_SOURCES", "PROTOCOLS", "HistorySource", "PointOptions", "Protocol",
-           "add_cli_options", "cli_values"]
+__all__ = ["CADENCE_UNITS", "HISTORY_SOURCES", "PROTOCOLS", "CadenceUnit", "EvalProtocol",
+           "HistorySource", "PointOptions", "add_cli_options", "cli_values"]
 
 #: Where a point's history came from.
 HistorySource = Literal["corpus", "live"]
 HISTORY_SOURCES: tuple[HistorySource, ...] = ("corpus", "live")
 #: How history and probes are drawn from the corpus.
-Protocol = Literal["strict", "rolling"]
-PROTOCOLS: tuple[Protocol, ...] = ("strict", "rolling")
+EvalProtocol = Literal["strict", "rolling"]
+PROTOCOLS: tuple[EvalProtocol, ...] = ("strict", "rolling")
+#: What a rolling point's cadence counts.
+CadenceUnit = Literal["sessions", "days"]
+CADENCE_UNITS: tuple[CadenceUnit, ...] = ("sessions", "days")
 
 
 def _opt(default: Any, doc: str, *, choices: Sequence[str] | None = None,
@@ -62,7 +64,7 @@ class PointOptions:
                              "(GAIA's)", choices=("json", "yaml"))
     seed: int = _opt(0, "the bootstrap (and any other sampling) seed")
     n_boot: int = _opt(N_BOOT, "bootstrap resamples per interval")
-    protocol: Protocol = _opt("strict", "strict (one pass on attempts 1..k, attempt k+1 the "
+    protocol: EvalProtocol = _opt("strict", "strict (one pass on attempts 1..k, attempt k+1 the "
                               "probe) or rolling (time order, a pass per simulated process "
                               "start, every later attempt a probe)", choices=PROTOCOLS,
                               sweep=True)
