@@ -84,8 +84,12 @@ def read_config_file(path: str | Path, what: str) -> Any:
         raise ConfigError(f"not valid YAML: {exc}", source=str(p)) from exc
 
 
-def _doc(text: str, lo: float | None = None, hi: float | None = None) -> dict[str, Any]:
-    return {"doc": text, "lo": lo, "hi": hi}
+def _doc(text: str, lo: float | None = None, hi: float | None = None, *,
+         role: str = "synthesis", short: str | None = None) -> dict[str, Any]:
+    """A field's documentation, allowed range, stage (``synthesis``, or ``recall`` for a
+    threshold only recall reads) and, for one a sweep's grid varies, how a point id
+    abbreviates it."""
+    return {"doc": text, "lo": lo, "hi": hi, "role": role, "short": short}
 
 
 @dataclass(frozen=True)
@@ -101,12 +105,13 @@ class Thresholds:
     min_steps: int = field(default=3, metadata=_doc(
         "Fewest successful tool calls a session's span needs to be worth distilling.", 1, None))
     min_occurrences: int = field(default=3, metadata=_doc(
-        "Fewest similar successful sessions before a cluster qualifies.", 1, None))
+        "Fewest similar successful sessions before a cluster qualifies.", 1, None,
+        short="occ"))
     min_success_rate: float = field(default=0.80, metadata=_doc(
         "Lowest success rate a cluster may have to qualify (0..1).", 0.0, 1.0))
     similarity_tau: float = field(default=0.82, metadata=_doc(
         "Cosine threshold on goal embeddings, for clustering and for recall. "
-        "Embedder-specific: calibrate it per embedder.", 0.0, 1.0))
+        "Embedder-specific: calibrate it per embedder.", 0.0, 1.0, short="tau"))
     max_clusters_per_pass: int = field(default=10, metadata=_doc(
         "Most clusters distilled (LLM calls) in one pass; bounds cost.", 1, None))
     max_distill_calls_per_pass: int | None = field(default=None, metadata=_doc(
@@ -116,13 +121,15 @@ class Thresholds:
         "as #887 specified.", 1, None))
     max_recall_body_chars: int = field(default=1500, metadata=_doc(
         "Longest procedure body injected into the planner prompt; longer bodies are "
-        "cut with an explicit truncation marker (the stored body stays whole).", 1, None))
+        "cut with an explicit truncation marker (the stored body stays whole).", 1, None,
+        role="recall", short="body"))
     recall_top_k: int = field(default=2, metadata=_doc(
-        "Most procedures recalled for one goal.", 1, None))
+        "Most procedures recalled for one goal.", 1, None, role="recall"))
     recall_tau: float | None = field(default=None, metadata=_doc(
         "Cosine threshold between a new goal and a procedure's when_to_use at recall. "
         "Unset (null), recall uses similarity_tau, exactly as GAIA does; set it when the "
-        "calibration of your embedder and model proposes a different value.", 0.0, 1.0))
+        "calibration of your embedder and model proposes a different value.", 0.0, 1.0,
+        role="recall"))
     reconcile_tau: float | None = field(default=None, metadata=_doc(
         "Cosine threshold between a new procedure's when_to_use and a stored one's: at or "
         "above it the new one updates or repeats the stored one instead of being added. "
@@ -177,6 +184,17 @@ class Thresholds:
     def to_settings_block(self) -> dict[str, Any]:
         """The values as GAIA's ``skill_synthesis`` block (JSON-ready; unset values left out)."""
         return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+    @classmethod
+    def with_role(cls, role: str) -> tuple[str, ...]:
+        """The thresholds of stage ``role`` (``synthesis`` or ``recall``), in field order."""
+        return tuple(f.name for f in dataclasses.fields(cls) if f.metadata["role"] == role)
+
+    @classmethod
+    def short(cls, name: str) -> str:
+        """How a point id abbreviates threshold ``name`` (its value follows)."""
+        short = next(f for f in dataclasses.fields(cls) if f.name == name).metadata["short"]
+        return name if short is None else str(short)
 
     @classmethod
     def describe(cls) -> dict[str, dict[str, Any]]:

@@ -125,3 +125,90 @@ def test_every_import_in_the_package_resolves_also_inside_functions():
             mod = importlib.import_module(parent)  # `from x import name`: a name of x
             assert hasattr(mod, leaf), \
                 f"{f.relative_to(PKG)} imports {name}, which does not exist"
+
+
+def _module_name(path):
+    """``skillsynth.a.b`` for ``skillsynth/a/b.py`` and for ``skillsynth/a/b/__init__.py``."""
+    parts = path.relative_to(PKG.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _module_graph():
+    """Each skillsynth module -> the skillsynth modules it names in any import: at the top,
+    under ``if TYPE_CHECKING:``, or inside a function (``from pkg import name`` counts as
+    an import of ``pkg.name`` where that is a module, else of ``pkg``)."""
+    import ast
+
+    files = {_module_name(f): f for f in PKG.rglob("*.py")}
+    graph = {}
+    for name, f in files.items():
+        package = name.split(".") if f.name == "__init__.py" else name.split(".")[:-1]
+        out = set()
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                base = package[:len(package) - node.level + 1] if node.level else []
+                target = ".".join(base + ([node.module] if node.module else []))
+                out |= {f"{target}.{a.name}" if f"{target}.{a.name}" in files else target
+                        for a in node.names}
+            elif isinstance(node, ast.Import):
+                out |= {a.name for a in node.names}
+        graph[name] = {m for m in out if m in files and m != name}
+    return graph
+
+
+def _cycles(graph):
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycle_among_modules_type_only_and_deferred_imports_included():
+    graph = _module_graph()
+    assert "skillsynth.evaluation.point.run" in graph["skillsynth.evaluation"]  # it sees edges
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles(graph) == []
+
+
+def test_no_name_defined_or_imported_from_skillsynth_shadows_a_typing_name():
+    import ast
+    import typing
+
+    for f in sorted(PKG.rglob("*.py")):
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+                names = {node.name}
+            elif isinstance(node, ast.Assign | ast.AnnAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names = {t.id for t in targets if isinstance(t, ast.Name)}
+            elif isinstance(node, ast.ImportFrom) and (
+                    node.level or (node.module or "").startswith("skillsynth")):
+                names = {a.asname or a.name for a in node.names}
+            else:
+                continue
+            shadowing = names & set(typing.__all__)
+            assert not shadowing, f"{f.relative_to(PKG)}:{node.lineno} defines {shadowing}"

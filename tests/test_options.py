@@ -115,3 +115,28 @@ def test_an_old_run_folders_spec_still_matches_when_options_are_added():
     new = old | {"strategy": "skillsynth", "cadence": 20}         # both at their defaults
     assert _identity(yaml.safe_dump(old)) == _identity(yaml.safe_dump(new))
     assert _identity(yaml.safe_dump(old)) != _identity(yaml.safe_dump(old | {"k": 2}))
+
+
+def test_each_option_declares_its_stage_and_derived_tables_follow_it():
+    from skillsynth.config import Thresholds
+    from skillsynth.evaluation.point.options import ROLES
+    from skillsynth.evaluation.reporting.verification import VERIFY_KEYS
+    from skillsynth.evaluation.sweeps.spec import Point
+
+    assert {PointOptions.role(n) for n in PointOptions.names()} <= set(ROLES)
+    assert sorted(sum((PointOptions.with_role(r) for r in ROLES), ())) \
+        == sorted(PointOptions.names())
+    assert VERIFY_KEYS == PointOptions.with_role("verify") and "verify" in VERIFY_KEYS
+    assert {"max_recall_body_chars", "recall_top_k"} <= set(Thresholds.with_role("recall"))
+    others = {"protocol": "rolling", "verify_min_success": 0.25}
+    base = Point("skillsynth", {"similarity_tau": 0.5}, {}, {}, {})
+    for name in set(PointOptions.sweepable()) - {"strategy"}:
+        value = others.get(name, "x")
+        point = Point("skillsynth", {"similarity_tau": 0.5}, {}, {}, {name: value})
+        assert f"-{PointOptions.short(name)}{value}-" in point.id  # the declared abbreviation
+        # a later stage's setting alone leaves the synthesis shared (its cache warm)
+        same = point.synthesis_key == base.synthesis_key
+        assert same == (PointOptions.role(name) not in ("synthesis", "verify")), name
+    assert "-tau0.5-" in base.id and Thresholds.short("similarity_tau") == "tau"
+    body = Point("skillsynth", {"similarity_tau": 0.5, "max_recall_body_chars": 9}, {}, {}, {})
+    assert body.synthesis_key == base.synthesis_key and "-body9-" in body.id

@@ -47,7 +47,15 @@ from .detect import SessionSequence, extract_sequences
 from .distill import DistillMode, distill
 from .reconcile import reconcile_and_store
 from .skill import Skill
-from .verify import RejectedRecord, Verdict, Verifier, candidate_key, rejected_keys, verify_path_for
+from .verify import (
+    RejectedRecord,
+    Verdict,
+    Verifier,
+    VerifyRule,
+    candidate_key,
+    rejected_keys,
+    verify_path_for,
+)
 
 __all__ = ["LUMPED_SHARE", "NO_GOAL_DETAIL", "PassReport", "advance_watermark", "synthesize_skills"]
 
@@ -109,7 +117,7 @@ class PassReport:
     marked_distilled: int = 0
     marked_unusable: int = 0
     watermark: str | None = None
-    verify: str = "none"
+    verify: VerifyRule = "none"
     candidates: int = 0
     verified: int = 0
     rejected: int = 0
@@ -316,7 +324,7 @@ class _Verified:
     windows, and a cluster with a changed member set is verified again.
     """
 
-    rule: str
+    rule: VerifyRule
     kept: list[tuple[str, Cluster, Skill]]
     rejected: list[tuple[str, Cluster, Skill, Verdict]] = field(default_factory=list)
     calls: int = 0

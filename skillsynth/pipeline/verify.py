@@ -72,7 +72,7 @@ class Verdict:
     ``model_calls`` / ``cache_hits``: the model requests the tries spent (0 for ``trace``).
     """
 
-    rule: str
+    rule: VerifyRule
     verified: bool
     reason: str
     tries: tuple[Attempt, ...] = ()
@@ -88,12 +88,12 @@ class Verifier(Protocol):
     """
 
     @property
-    def rule(self) -> str: ...
+    def rule(self) -> VerifyRule: ...
 
     def __call__(self, skill: Skill, cluster: Cluster) -> Verdict: ...
 
 
-def threshold_verdict(rule: str, tries: Sequence[Attempt], min_success: float, *,
+def threshold_verdict(rule: VerifyRule, tries: Sequence[Attempt], min_success: float, *,
                       model_calls: int = 0, cache_hits: int = 0,
                       passed_means: str = "succeeded") -> Verdict:
     """Verified when at least ``min_success`` (a share in (0, 1]) of ``tries`` passed.
@@ -164,7 +164,7 @@ class TraceVerifier:
     """The ``trace`` rule: verified when a held-out successful member realises the
     procedure's ordered tools (:func:`realisable`); every checked member is a try."""
 
-    rule: str = "trace"
+    rule: VerifyRule = "trace"
 
     def __call__(self, skill: Skill, cluster: Cluster) -> Verdict:
         tools = procedure_tools(skill)
@@ -193,7 +193,7 @@ def rejected_keys(db_path: str | Path) -> set[str]:
         return record.keys()
 
 
-def candidate_key(rule: str, cluster: Cluster) -> str:
+def candidate_key(rule: VerifyRule, cluster: Cluster) -> str:
     """What a rejection is remembered by: the rule and the member set (order-free). A later
     pass whose cluster gains or loses a member has new evidence, so a new key."""
     text = json.dumps([rule, sorted(cluster.session_ids)])

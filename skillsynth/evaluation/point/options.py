@@ -6,7 +6,10 @@ text and checks. Everything else derives from it: :class:`~.run.EvalConfig` exte
 it, a sweep spec (:class:`~..sweeps.spec.SweepSpec`) holds one as every point's defaults and
 reads its keys from its fields, the sweep-point notebook receives one whole (as JSON), the
 ``skillsynth eval`` command builds its flags from it (:func:`add_cli_options`), and the
-gate reads the defaults of the sweepable ones. Adding an option is one field here plus its
+gate reads the defaults of the sweepable ones. Each field also declares its stage
+(:data:`Role`: which points share a synthesis, which settings a verification twin may differ
+in) and how a point id abbreviates it (``short``; a shipped option's must never change, as
+committed results are found by id). Adding an option is one field here plus its
 use where it takes effect (``tests/test_options.py`` fails when another place declares an
 option this class lacks).
 """
@@ -27,24 +30,39 @@ from ...pipeline.recall import RECALL_KEYS, RecallKey
 from ...pipeline.verify import VERIFY_CALLS, VERIFY_RULES, VerifyCalls, VerifyRule
 from ..strategies import STRATEGIES, get_strategy
 from .metrics import N_BOOT
-from .rolling import CADENCE_UNITS, CadenceUnit
 from .split import FAMILY_RULES, FamilyRule
 
-__all__ = ["HISTORY_SOURCES", "PROTOCOLS", "HistorySource", "PointOptions", "Protocol",
-           "add_cli_options", "cli_values"]
+__all__ = ["CADENCE_UNITS", "HISTORY_SOURCES", "PROTOCOLS", "ROLES", "CadenceUnit",
+           "EvalProtocol", "HistorySource", "PointOptions", "Role", "add_cli_options",
+           "cli_values"]
 
 #: Where a point's history came from.
 HistorySource = Literal["corpus", "live"]
 HISTORY_SOURCES: tuple[HistorySource, ...] = ("corpus", "live")
 #: How history and probes are drawn from the corpus.
-Protocol = Literal["strict", "rolling"]
-PROTOCOLS: tuple[Protocol, ...] = ("strict", "rolling")
+EvalProtocol = Literal["strict", "rolling"]
+PROTOCOLS: tuple[EvalProtocol, ...] = ("strict", "rolling")
+#: What a rolling point's cadence counts.
+CadenceUnit = Literal["sessions", "days"]
+CADENCE_UNITS: tuple[CadenceUnit, ...] = ("sessions", "days")
 
 
-def _opt(default: Any, doc: str, *, choices: Sequence[str] | None = None,
-         sweep: bool = False) -> Any:
-    """A field with its documentation (``doc``), allowed values and whether a grid varies it."""
-    return field(default=default, metadata={"doc": doc, "choices": choices, "sweep": sweep})
+#: The stage an option belongs to: ``synthesis`` (what the history store holds: the split,
+#: the pass), ``verify`` (the pass's check of each candidate), ``recall`` (what a probe
+#: recalls from that store), ``live`` (how live probes run) or ``report`` (how results are
+#: summarised). Points that differ in recall, live or report options alone run the same
+#: synthesis, so a sweep runs one of them first and the others find its answers cached.
+Role = Literal["synthesis", "verify", "recall", "live", "report"]
+ROLES: tuple[Role, ...] = ("synthesis", "verify", "recall", "live", "report")
+
+
+def _opt(default: Any, doc: str, *, role: Role, choices: Sequence[str] | None = None,
+         sweep: bool = False, short: str | None = None) -> Any:
+    """A field with its documentation (``doc``), its stage (``role``), allowed values,
+    whether a grid varies it and, if so, how a point id abbreviates it (``short`` + value;
+    default: the name)."""
+    return field(default=default, metadata={"doc": doc, "role": role, "choices": choices,
+                                            "sweep": sweep, "short": short})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,60 +72,65 @@ class PointOptions:
     strategy: str = _opt("skillsynth", "the procedural-memory design under test (skillsynth, "
                          "gaia-greedy, gaia-shipped, cortexprism, pheron, none) or a control "
                          "arm (oracle, oracle-args, mismatched, inert; METHODS.md 2b)",
-                         choices=tuple(STRATEGIES), sweep=True)
-    k: int = _opt(3, "attempts per family in the history; attempt k+1 is the probe")
+                         choices=tuple(STRATEGIES), sweep=True, role="synthesis")
+    k: int = _opt(3, "attempts per family in the history; attempt k+1 is the probe",
+                  role="synthesis")
     family: FamilyRule = _opt("task", "how sessions form families: task (the same task) or "
-                              "tools (the same kind of task)", choices=FAMILY_RULES)
+                              "tools (the same kind of task)", choices=FAMILY_RULES,
+                              role="synthesis")
     mode: DistillMode = _opt("json", "distillation mode: json (suits small models) or yaml "
-                             "(GAIA's)", choices=("json", "yaml"))
-    seed: int = _opt(0, "the bootstrap (and any other sampling) seed")
-    n_boot: int = _opt(N_BOOT, "bootstrap resamples per interval")
-    protocol: Protocol = _opt("strict", "strict (one pass on attempts 1..k, attempt k+1 the "
-                              "probe) or rolling (time order, a pass per simulated process "
-                              "start, every later attempt a probe)", choices=PROTOCOLS,
-                              sweep=True)
+                             "(GAIA's)", choices=("json", "yaml"), role="synthesis")
+    seed: int = _opt(0, "the bootstrap (and any other sampling) seed", role="report")
+    n_boot: int = _opt(N_BOOT, "bootstrap resamples per interval", role="report")
+    protocol: EvalProtocol = _opt("strict", "strict (one pass on attempts 1..k, attempt k+1 "
+                                  "the probe) or rolling (time order, a pass per simulated "
+                                  "process start, every later attempt a probe)",
+                                  choices=PROTOCOLS, sweep=True, short="", role="synthesis")
     recall_key: RecallKey = _opt("when_to_use", "what procedures are recalled by: when_to_use "
                                  "(GAIA), goals (their member sessions' goals) or both",
-                                 choices=RECALL_KEYS, sweep=True)
+                                 choices=RECALL_KEYS, sweep=True, short="key-", role="recall")
     recall_cut: RecallCut = _opt("raw", "how a recalled body longer than "
                                  "max_recall_body_chars is cut: raw (GAIA: a character "
                                  "slice, possibly mid-step) or whole_steps (after the last "
                                  "whole step or edge case that fits; research, amd/gaia#2676)",
-                                 choices=RECALL_CUTS, sweep=True)
+                                 choices=RECALL_CUTS, sweep=True, short="cut-", role="recall")
     rate: RateDefinition = _opt("calls", "the success signal clusters qualify by: calls "
                                 "(GAIA's per-call rate) or session (the session's labelled "
-                                "outcome)", choices=("calls", "session"), sweep=True)
-    cadence: int = _opt(20, "rolling: a synthesis pass every `cadence` sessions or days")
+                                "outcome)", choices=("calls", "session"), sweep=True,
+                                short="rate-", role="synthesis")
+    cadence: int = _opt(20, "rolling: a synthesis pass every `cadence` sessions or days",
+                       role="synthesis")
     cadence_unit: CadenceUnit = _opt("sessions", "rolling: the cadence's unit",
-                                     choices=CADENCE_UNITS)
-    live: bool = _opt(False, "also run the live agent, both arms per probe")
-    step_limit: int = _opt(12, "the live agent's most tool calls per arm")
+                                     choices=CADENCE_UNITS, role="synthesis")
+    live: bool = _opt(False, "also run the live agent, both arms per probe", role="live")
+    step_limit: int = _opt(12, "the live agent's most tool calls per arm", role="live")
     world: str = _opt("replay", "where live probes run: replay (the corpus's recordings) or a "
                       "world from `skillsynth world list` (the corpus's task ids and goals "
-                      "must be the world's)")
+                      "must be the world's)", role="live")
     history: HistorySource = _opt("corpus", "corpus (imported recordings) or live (the corpus "
                                   "is the agent's own runs in `world`)",
-                                  choices=HISTORY_SOURCES)
+                                  choices=HISTORY_SOURCES, role="synthesis")
     repeats: int = _opt(1, "live runs per arm per probe (more than 1 samples at "
-                        "`temperature`, seed = repeat)")
+                        "`temperature`, seed = repeat)", role="live")
     temperature: float = _opt(0.7, "sampling temperature of repeated live runs (a single "
-                              "run is greedy)")
-    policy: bool = _opt(True, "give the live agent the world's policy text")
+                              "run is greedy)", role="live")
+    policy: bool = _opt(True, "give the live agent the world's policy text", role="live")
     verify: VerifyRule = _opt("none", "verify each distilled candidate before activating it: "
                               "none (GAIA: activate all), world (try it live on its member "
                               "tasks in `world`) or trace (its steps realised in a held-out "
                               "member's recorded calls; weaker)", choices=VERIFY_RULES,
-                              sweep=True)
+                              sweep=True, short="verify-", role="verify")
     verify_tasks: int = _opt(3, "verify world: most member tasks a candidate is tried on",
-                             sweep=True)
+                             sweep=True, short="vtasks", role="verify")
     verify_min_success: float = _opt(0.5, "verify world: the share of tries that must "
-                                     "succeed, in (0, 1]", sweep=True)
+                                     "succeed, in (0, 1]", sweep=True, short="vmin",
+                                     role="verify")
     verify_calls: VerifyCalls = _opt("none", "verify world: what else a try must show: none, "
                                      "or median (no more tool calls than the median of the "
                                      "candidate's member sessions)", choices=VERIFY_CALLS,
-                                     sweep=True)
+                                     sweep=True, short="vcalls-", role="verify")
     tasks: tuple[str, ...] | None = _opt(None, "only probes of these task ids run live "
-                                         "(None: every probe)")
+                                         "(None: every probe)", role="live")
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(PointOptions):
@@ -163,6 +186,24 @@ class PointOptions:
         return tuple(f.name for f in dataclasses.fields(PointOptions) if f.metadata["sweep"])
 
     @classmethod
+    def with_role(cls, *roles: Role) -> tuple[str, ...]:
+        """The options of the stages ``roles``, in declaration order."""
+        return tuple(f.name for f in dataclasses.fields(PointOptions)
+                     if f.metadata["role"] in roles)
+
+    @classmethod
+    def role(cls, name: str) -> Role:
+        """The stage option ``name`` belongs to."""
+        role: Role = _field(name).metadata["role"]
+        return role
+
+    @classmethod
+    def short(cls, name: str) -> str:
+        """How a point id abbreviates option ``name`` (its value follows)."""
+        short = _field(name).metadata["short"]
+        return name if short is None else str(short)
+
+    @classmethod
     def defaults(cls) -> dict[str, Any]:
         """Every option's default."""
         return {f.name: f.default for f in dataclasses.fields(PointOptions)}
@@ -170,7 +211,7 @@ class PointOptions:
     @classmethod
     def doc(cls, name: str) -> str:
         """The documentation of option ``name``."""
-        return str({f.name: f for f in dataclasses.fields(PointOptions)}[name].metadata["doc"])
+        return str(_field(name).metadata["doc"])
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], *, source: str | None = None) -> PointOptions:
@@ -204,6 +245,10 @@ class PointOptions:
         d = {n: getattr(self, n) for n in self.names()}
         d["tasks"] = None if self.tasks is None else list(self.tasks)
         return d
+
+
+def _field(name: str) -> dataclasses.Field[Any]:
+    return next(f for f in dataclasses.fields(PointOptions) if f.name == name)
 
 
 def _coerce(key: str, value: Any, source: str | None) -> Any:

@@ -43,17 +43,15 @@ from ...store import MemoryStore
 from ..strategies import Strategy
 from .complete import require_pass
 from .metrics import ProbeResult
+from .options import CadenceUnit
 from .scoring import FloorWitness, probe_rows, progress_bar, store_view
 from .split import Split
 
 if TYPE_CHECKING:
     from .controls import GoldSource
 
-__all__ = ["CADENCE_UNITS", "CadenceUnit", "PassRecord", "Rolling", "replay_order",
-           "run_rolling"]
+__all__ = ["PassRecord", "Rolling", "replay_order", "run_rolling"]
 
-CadenceUnit = Literal["sessions", "days"]
-CADENCE_UNITS: tuple[CadenceUnit, ...] = ("sessions", "days")
 #: The label flag of an importer that had to make timestamps up.
 _MADE_UP = "synthetic-timestamps"
 

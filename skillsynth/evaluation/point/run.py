@@ -52,7 +52,7 @@ from .floors import check_floors
 from .live_arms import live_rows, live_world
 from .lumping import lumping_kpis
 from .metrics import KPI, ProbeResult, ProcedureCheck, point_kpis
-from .options import PROTOCOLS, HistorySource, PointOptions, Protocol
+from .options import PROTOCOLS, EvalProtocol, HistorySource, PointOptions
 from .questions import (
     StartCost,
     procedure_vectors,
@@ -67,7 +67,7 @@ from .split import Split, build_history, load_split, procedure_families
 from .summary import SUMMARY, CorpusInfo, ModelCalls, PointSummary, Versions
 from .verify_world import point_verifier, verify_kpis
 
-__all__ = ["PROTOCOLS", "SUMMARY", "EvalConfig", "HistorySource", "PointResult", "Protocol",
+__all__ = ["PROTOCOLS", "SUMMARY", "EvalConfig", "EvalProtocol", "HistorySource", "PointResult",
            "check_floors", "run_point"]
 
 _OWN = ("history.db", "history.db-wal", "history.db-shm", "history.db.verify.sqlite",

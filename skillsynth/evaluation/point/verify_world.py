@@ -30,6 +30,7 @@ from ...pipeline.verify import (
     Verdict,
     Verifier,
     VerifyCalls,
+    VerifyRule,
     median_member_calls,
     threshold_verdict,
 )
@@ -79,7 +80,7 @@ class WorldVerifier:
     recall_cut: RecallCut = "raw"
     user: ChatModel | None = None
     calls: VerifyCalls = "none"
-    rule: str = "world"
+    rule: VerifyRule = "world"
 
     def __call__(self, skill: Skill, cluster: Cluster) -> Verdict:
         todo: dict[str, str] = {}  # task -> the first member session that attempted it

@@ -15,13 +15,15 @@ from typing import Any
 import pandas as pd
 
 from ..point.metrics import KPI
+from ..point.options import PointOptions
 from ..sweeps.summary import PointEntry, PointLike, as_entry
 from .gate import settings_of
 
 __all__ = ["VERIFY_KEYS", "verification_table", "verify_twin"]
 
-#: The settings that belong to verification (a twin may differ in these only).
-VERIFY_KEYS = ("verify", "verify_tasks", "verify_min_success", "verify_calls")
+#: The settings that belong to verification (a twin may differ in these only): the
+#: options declared with role ``verify``.
+VERIFY_KEYS = PointOptions.with_role("verify")
 #: Effects read on both sides of a pair, then verification's own figures.
 _BOTH = ("recall_hit_rate", "recall_precision", "share_made_worse", "step_reduction",
          "live_success_change", "live_step_reduction")
@@ -34,7 +36,7 @@ def verify_twin(point: PointLike, points: Sequence[PointLike]) -> PointEntry | N
     mine = {k: v for k, v in settings_of(p).items() if k not in VERIFY_KEYS}
     for q in (as_entry(x) for x in points):
         theirs = settings_of(q)
-        if q.id != p.id and theirs.get("verify", "none") == "none" and \
+        if q.id != p.id and theirs["verify"] == "none" and \
                 {k: v for k, v in theirs.items() if k not in VERIFY_KEYS} == mine:
             return q
     return None
@@ -54,7 +56,7 @@ def verification_table(points: Sequence[PointLike]) -> pd.DataFrame:
     and verification's share and cost. Empty when no point verifies."""
     recs = []
     for p in (as_entry(x) for x in points):
-        rule = settings_of(p).get("verify", "none")
+        rule = settings_of(p)["verify"]
         if rule == "none":
             continue
         twin = verify_twin(p, points)

@@ -54,7 +54,7 @@ from ...pipeline.cluster import Method, RateDefinition
 from ...pipeline.distill import PROMPT_VERSION, DistillMode
 from ...pipeline.recall import RECALL_KEYS, Recall, RecallKey, recall, recall_index
 from ...pipeline.synthesize import PassReport, synthesize_skills
-from ...pipeline.verify import Verifier
+from ...pipeline.verify import Verifier, VerifyRule
 from ...protocols import ChatModel
 from ...store import MemoryStore, Procedure
 from .gaia_shipped import (
@@ -176,7 +176,7 @@ class Strategy:
     def check_rate(self, rate: str) -> None:
         """Raise ConfigError unless this design's synthesis can qualify clusters by ``rate``."""
 
-    def check_verify(self, rule: str) -> None:
+    def check_verify(self, rule: VerifyRule) -> None:
         """Raise ConfigError unless this design's pass can verify its candidates by ``rule``
         (every synthesizing design can: skillsynth's pass before it writes,
         :mod:`skillsynth.pipeline.verify`; GAIA's own pass at its mark, :mod:`.gaia_verify`)."""

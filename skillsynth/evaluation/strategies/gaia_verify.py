@@ -52,6 +52,7 @@ from ...pipeline.recall import skill_from_procedure
 from ...pipeline.verify import (
     RejectedRecord,
     Verifier,
+    VerifyRule,
     candidate_key,
     rejected_keys,
     verify_path_for,
@@ -116,7 +117,7 @@ class GaiaVerification:
                    {p.id for p in store.procedures()})
 
     @property
-    def rule(self) -> str:
+    def rule(self) -> VerifyRule:
         """The verifier's rule (the report's ``verify``)."""
         return self.verifier.rule
 

@@ -228,13 +228,8 @@ class Point:
     @property
     def id(self) -> str:
         """Readable and unique: strategy, the swept values, and a hash of everything."""
-        short = {"similarity_tau": "tau", "min_occurrences": "occ",
-                 "max_recall_body_chars": "body", "recall_key": "key-", "rate": "rate-",
-                 "recall_cut": "cut-", "protocol": "", "verify": "verify-",
-                 "verify_tasks": "vtasks", "verify_min_success": "vmin",
-                 "verify_calls": "vcalls-"}
         swept = dict(self.values) | dict(self.options)
-        parts = [self.strategy] + [f"{short.get(k, k)}{v}" for k, v in sorted(swept.items())]
+        parts = [self.strategy] + [f"{_short(k)}{v}" for k, v in sorted(swept.items())]
         ident: list[Any] = [self.strategy, dict(self.values), dict(self.base)]
         if self.options:  # ids of points without protocol options stay what they were
             ident.append(dict(self.options))
@@ -258,11 +253,13 @@ class Point:
 
     @property
     def synthesis_key(self) -> str:
-        """Equal for points whose synthesis passes are identical (recall settings differ)."""
+        """Equal for points whose synthesis passes are identical: they differ only in
+        settings of a later stage (the declared roles of the thresholds and options)."""
         th = self.thresholds().to_settings_block()
-        for recall_only in ("max_recall_body_chars", "recall_top_k"):
-            th.pop(recall_only)
-        synth = {k: v for k, v in self.options.items() if k not in ("recall_key", "recall_cut")}
+        for recall_only in Thresholds.with_role("recall"):
+            th.pop(recall_only, None)
+        synth = {k: v for k, v in self.options.items()
+                 if PointOptions.role(k) in ("synthesis", "verify")}
         return json.dumps([self.strategy, th, synth], sort_keys=True)
 
     def thresholds(self) -> Thresholds:
@@ -286,6 +283,15 @@ class Point:
             base.pop("similarity_tau")
         return Thresholds().merge(base, source="sweep base").merge(
             values, source=f"sweep point {self.strategy}")
+
+
+def _short(key: str) -> str:
+    """How a point id abbreviates a swept key: as its option or threshold declares."""
+    if key in PointOptions.names():
+        return PointOptions.short(key)
+    if key in Thresholds.describe():
+        return Thresholds.short(key)
+    return key
 
 
 def _embed_model(backend: Mapping[str, Any]) -> str:
