@@ -93,3 +93,38 @@ def test_the_trace_distiller_writes_a_valid_procedure_with_no_user_value():
         assert v not in text, v
     # when_to_use: the goals' shared words, without digits or passed values
     assert trace_when(CLUSTER) == "The user wants: i am zip please return my order reason"
+
+
+def test_a_point_distils_by_trace_with_no_model_call_and_records_how(tmp_path):
+    from corpus_kinds import tiny_corpus
+    from fakes import FakeBrokenChat, FakeDistiller, FakeFamilyEmbedder
+
+    from skillsynth.config import Thresholds
+    from skillsynth.evaluation import EvalConfig, run_point
+
+    db = tiny_corpus(tmp_path)
+    th = Thresholds(similarity_tau=0.8)
+    # the chat model is down: a trace point needs none
+    res = run_point(EvalConfig(str(db), thresholds=th, n_boot=100, distiller="trace"),
+                    FakeBrokenChat(), FakeFamilyEmbedder(), tmp_path / "trace")
+    assert res.summary["pass"]["status"] == "ran" and res.summary["pass"]["llm_calls"] == 0
+    assert res.summary["pass"]["added"] == 2  # invoice and mail; jira is below min_steps
+    assert res.summary["versions"]["distill_prompt"] == "trace-v1"
+    assert res.kpis["validity_gaia691"].value == 1.0 == res.kpis["validity_agentskills"].value
+    llm = FakeDistiller()
+    res = run_point(EvalConfig(str(db), thresholds=th, n_boot=100,
+                               distill_args="provenance"), llm, FakeFamilyEmbedder(),
+                    tmp_path / "prov")
+    assert llm.calls == 2 and res.summary["versions"]["distill_prompt"] == "distill-v3-provenance"
+
+
+def test_gaias_own_pass_refuses_other_distillation_by_name():
+    import pytest
+
+    from skillsynth.errors import ConfigError
+    from skillsynth.evaluation.point.options import PointOptions
+
+    pytest.importorskip("gaia", reason="amd-gaia (GAIA's reference) is a dev dependency")
+    with pytest.raises(ConfigError, match="GAIA's own distillation") as err:
+        PointOptions(strategy="gaia-shipped", distiller="trace")
+    assert err.value.key == "distiller"

@@ -44,7 +44,7 @@ from ..protocols import ChatModel, Embeds
 from ..store import MemoryStore
 from .cluster import Cluster, Method, RateDefinition, cluster_by_goal
 from .detect import SessionSequence, extract_sequences
-from .distill import DistillMode, distill
+from .distill import DistillArgs, Distiller, DistillMode, distill
 from .reconcile import reconcile_and_store
 from .skill import Skill
 from .verify import (
@@ -152,6 +152,8 @@ def synthesize_skills(
     memory_disabled: bool = False,
     dry_run: bool = False,
     verifier: Verifier | None = None,
+    args: DistillArgs = "none",
+    distiller: Distiller = "llm",
 ) -> PassReport:
     """Run one synthesis pass over ``store``.
 
@@ -162,6 +164,9 @@ def synthesize_skills(
         config: the run's thresholds.
         method, rate: passed to :func:`~skillsynth.pipeline.cluster.cluster_by_goal`.
         mode: ``yaml`` (free-form) or ``json`` (schema-constrained) distillation.
+        args: what the distiller sees of the calls' arguments (``none``: GAIA;
+            ``provenance``; ``values``; :data:`~skillsynth.pipeline.distill.DistillArgs`).
+        distiller: ``llm`` (the chat model) or ``trace`` (by rule, no model call).
         outcomes: session success labels, where known.
         force: ignore the marks and the watermark this pass (they are still written).
         memory_disabled: GAIA's memory is off (``GAIA_MEMORY_DISABLED=1``, read by the
@@ -186,11 +191,11 @@ def synthesize_skills(
                           would_distill=tuple(tuple(c.session_ids) for c in todo))
     calls_before, hits_before = llm.calls, llm.cache_hits
     try:
-        if todo:
+        if todo and distiller == "llm":
             llm.ensure_ready()  # probe before writing anything
         # 1. every model call first, holding no lock: GAIA, an import or a second pass can
         #    write to the database meanwhile; a model failure here leaves it untouched
-        d = _distill_all(todo, llm, config, mode)
+        d = _distill_all(todo, llm, config, mode, args, distiller)
         base |= {"llm_calls": llm.calls - calls_before,
                  "cache_hits": llm.cache_hits - hits_before}
         # 1b. verification (issue 25), still before any write: its tries may call models too
@@ -281,7 +286,8 @@ class _Distilled:
 
 
 def _distill_all(todo: Sequence[Cluster], llm: ChatModel, config: Thresholds,
-                 mode: DistillMode) -> _Distilled:
+                 mode: DistillMode, args: DistillArgs = "none",
+                 distiller: Distiller = "llm") -> _Distilled:
     """Distil each cluster (a model failure raises and ends the pass, consuming nothing)."""
     kept: list[tuple[str, Cluster, Skill]] = []
     unusable: list[tuple[Cluster, str]] = []
@@ -290,7 +296,7 @@ def _distill_all(todo: Sequence[Cluster], llm: ChatModel, config: Thresholds,
     for c in todo:
         label = _label(c)
         try:
-            d = distill(c, llm, config, mode)
+            d = distill(c, llm, config, mode, args=args, distiller=distiller)
         except UngroundedSkill as exc:
             log.warning("cluster [%s]: ungrounded skill rejected: %s", label, exc)
             skipped.append((label, f"ungrounded: {exc}"))

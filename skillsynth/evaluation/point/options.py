@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from ...errors import ConfigError
 from ...pipeline.cluster import RateDefinition
-from ...pipeline.distill import DistillMode
+from ...pipeline.distill import DISTILL_ARGS, DISTILLERS, DistillArgs, Distiller, DistillMode
 from ...pipeline.inject import RECALL_CUTS, RecallCut
 from ...pipeline.recall import RECALL_KEYS, RecallKey
 from ...pipeline.verify import VERIFY_CALLS, VERIFY_RULES, VerifyCalls, VerifyRule
@@ -71,7 +71,8 @@ class PointOptions:
 
     strategy: str = _opt("skillsynth", "the procedural-memory design under test (skillsynth, "
                          "gaia-greedy, gaia-shipped, cortexprism, pheron, none) or a control "
-                         "arm (oracle, oracle-args, mismatched, inert; METHODS.md 2b)",
+                         "arm (oracle, oracle-args, oracle-dataflow, mismatched, inert; "
+                         "METHODS.md 2b)",
                          choices=tuple(STRATEGIES), sweep=True, role="synthesis")
     k: int = _opt(3, "attempts per family in the history; attempt k+1 is the probe",
                   role="synthesis")
@@ -80,6 +81,16 @@ class PointOptions:
                               role="synthesis")
     mode: DistillMode = _opt("json", "distillation mode: json (suits small models) or yaml "
                              "(GAIA's)", choices=("json", "yaml"), role="synthesis")
+    distill_args: DistillArgs = _opt("none", "what the distiller sees of the calls' "
+                                     "arguments: none (GAIA: tool names only), provenance "
+                                     "(each argument's source, no value) or values (the "
+                                     "values: an upper bound that shows user data to the "
+                                     "model)", choices=DISTILL_ARGS, sweep=True,
+                                     short="args-", role="synthesis")
+    distiller: Distiller = _opt("llm", "who writes a cluster's procedure: llm (the chat "
+                                "model) or trace (by rule from the runs with their "
+                                "arguments' sources; no model call)", choices=DISTILLERS,
+                                sweep=True, short="distiller-", role="synthesis")
     seed: int = _opt(0, "the bootstrap (and any other sampling) seed", role="report")
     n_boot: int = _opt(N_BOOT, "bootstrap resamples per interval", role="report")
     protocol: EvalProtocol = _opt("strict", "strict (one pass on attempts 1..k, attempt k+1 "
@@ -142,6 +153,7 @@ class PointOptions:
         strategy = get_strategy(self.strategy)  # before any work
         strategy.check_recall_key(self.recall_key)
         strategy.check_rate(self.rate)
+        strategy.check_distillation(self.distill_args, self.distiller)
         for name, least in (("k", 1), ("step_limit", 1), ("repeats", 1), ("n_boot", 1),
                             ("verify_tasks", 1)):
             if getattr(self, name) < least:

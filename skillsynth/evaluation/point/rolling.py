@@ -33,7 +33,7 @@ from ...corpora.records import SessionRecord
 from ...errors import EvaluationError
 from ...models.embed import Embeds
 from ...pipeline.cluster import RateDefinition
-from ...pipeline.distill import DistillMode
+from ...pipeline.distill import DistillArgs, Distiller, DistillMode
 from ...pipeline.inject import RecallCut
 from ...pipeline.recall import RecallKey
 from ...pipeline.synthesize import PassReport
@@ -161,7 +161,8 @@ def run_rolling(corpus: MemoryStore, store: MemoryStore, *, strategy: Strategy,
                 recall_key: RecallKey, rate: RateDefinition, cadence: int,
                 cadence_unit: CadenceUnit, progress: bool = False,
                 gold: GoldSource | None = None, recall_cut: RecallCut = "raw",
-                verifier: Verifier | None = None) -> Rolling:
+                verifier: Verifier | None = None, distill_args: DistillArgs = "none",
+                distiller: Distiller = "llm") -> Rolling:
     """Replay ``corpus`` into the empty ``store`` (see the module docstring).
 
     ``split`` supplies the families (scoring only). ``labels`` give order, task ids and,
@@ -196,7 +197,8 @@ def run_rolling(corpus: MemoryStore, store: MemoryStore, *, strategy: Strategy,
         if due and strategy.method is not None:
             last_pos, last_day = pos, day
             rep, record = _synthesis_pass(store, strategy, llm, embedder, th, mode, rate,
-                                          outcomes, verifier, index=len(passes), at=pos)
+                                          outcomes, verifier, index=len(passes), at=pos,
+                                          args=distill_args, distiller=distiller)
             reports.append(rep)
             passes.append(record)
             view = store_view(store, strategy, embedder, th, recall_key, split, gold)
@@ -248,12 +250,14 @@ def _replay(corpus: MemoryStore, labels: Mapping[str, SessionLabel], cadence: in
 
 def _synthesis_pass(store: MemoryStore, strategy: Strategy, llm: ChatModel, embedder: Embeds,
                     th: Thresholds, mode: DistillMode, rate: RateDefinition,
-                    outcomes: Mapping[str, bool], verifier: Verifier | None, *, index: int, at: int
+                    outcomes: Mapping[str, bool], verifier: Verifier | None, *, index: int, at: int,
+                    args: DistillArgs = "none", distiller: Distiller = "llm"
                     ) -> tuple[PassReport, PassRecord]:
     """One due pass of the strategy over the store, timed, and its record."""
     t0 = time.perf_counter()
     rep = strategy.synthesize(store, llm, embedder, th, mode=mode, rate=rate,
-                              outcomes=outcomes, verifier=verifier)
+                              outcomes=outcomes, verifier=verifier, args=args,
+                              distiller=distiller)
     took = time.perf_counter() - t0
     assert rep is not None  # a strategy with a method synthesizes
     require_pass(rep, f"rolling pass {index} (after {at} session(s))")

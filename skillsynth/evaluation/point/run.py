@@ -259,7 +259,8 @@ def _rolling(cfg: EvalConfig, strategy: Strategy, llm: ChatModel, embedder: Embe
             corpus, store, strategy=strategy, llm=llm, embedder=queries, th=th,
             split=split, labels=labels, k=cfg.k, mode=cfg.mode, recall_key=cfg.recall_key,
             rate=cfg.rate, cadence=cfg.cadence, cadence_unit=cfg.cadence_unit,
-            progress=progress, gold=gold, recall_cut=cfg.recall_cut, verifier=verifier)
+            progress=progress, gold=gold, recall_cut=cfg.recall_cut, verifier=verifier,
+            distill_args=cfg.distill_args, distiller=cfg.distiller)
         checks = _check_procedures(store, split, out, set(store.session_ids()))
         floors = check_floors(store, strategy, llm, embedder, th, cfg.mode,
                               rolled.witness.goal,
@@ -313,7 +314,8 @@ def _summary(cfg: EvalConfig, strategy: Strategy, llm: ChatModel, embedder: Embe
     return PointSummary(
         config=cfg.as_dict(),
         corpus=CorpusInfo(str(cfg.corpus), corpus_sha, file_sha256(cfg.corpus), labels_sha),
-        versions=Versions(__version__, strategy.distill_prompt(), RULE, llm.model_id,
+        versions=Versions(__version__, strategy.distill_prompt(cfg.distill_args, cfg.distiller),
+                          RULE, llm.model_id,
                           embedder.embedder_id),
         split=ran.split_info, live=ran.live_info, pass_report=_combined(ran.reports),
         model_calls=ModelCalls(ran.llm_calls, ran.cache_hits, sum(r.llm_calls for r in rows),
@@ -328,7 +330,8 @@ def _summary(cfg: EvalConfig, strategy: Strategy, llm: ChatModel, embedder: Embe
                     "user": model_of(user)},
             inputs={"corpus": {"path": str(cfg.corpus), "sha256": corpus_sha},
                     "labels": {"path": str(labels_file), "sha256": labels_sha}},
-            prompts={"distill": strategy.distill_prompt(), "agent": AGENT_PROMPT_VERSION,
+            prompts={"distill": strategy.distill_prompt(cfg.distill_args, cfg.distiller),
+                     "agent": AGENT_PROMPT_VERSION,
                      "user_sim": USER_PROMPT_VERSION, "replay_rule": RULE}).as_dict())
 
 
@@ -352,7 +355,8 @@ def _strict(cfg: EvalConfig, strategy: Strategy, llm: ChatModel, embedder: Embed
         check_store_embedder(store, embedder)
         with _stage(timings, "clustering"):  # with distillation (cache hits when warm)
             report = strategy.synthesize(store, llm, embedder, th, mode=cfg.mode,
-                                         rate=cfg.rate, outcomes=outcomes, verifier=verifier)
+                                         rate=cfg.rate, outcomes=outcomes, verifier=verifier,
+                                         args=cfg.distill_args, distiller=cfg.distiller)
         require_pass(report, f"{cfg.strategy} on {Path(cfg.corpus).name}")
         t_recall = time.perf_counter()
         view = store_view(store, strategy, queries, th, cfg.recall_key, split, gold)

@@ -51,7 +51,7 @@ from ...config import Thresholds
 from ...errors import ConfigError, EvaluationError
 from ...models.embed import Embeds
 from ...pipeline.cluster import Method, RateDefinition
-from ...pipeline.distill import PROMPT_VERSION, DistillMode
+from ...pipeline.distill import PROMPT_VERSION, TRACE_VERSION, DistillArgs, Distiller, DistillMode
 from ...pipeline.recall import RECALL_KEYS, Recall, RecallKey, recall, recall_index
 from ...pipeline.synthesize import PassReport, synthesize_skills
 from ...pipeline.verify import Verifier, VerifyRule
@@ -142,11 +142,12 @@ class Strategy:
     def synthesize(self, store: MemoryStore, llm: ChatModel, embedder: Embeds, config: Thresholds,
                    *, mode: DistillMode = "json", memory_disabled: bool = False,
                    rate: RateDefinition = "calls", outcomes: Mapping[str, bool] | None = None,
-                   force: bool = False, verifier: Verifier | None = None
+                   force: bool = False, verifier: Verifier | None = None,
+                   args: DistillArgs = "none", distiller: Distiller = "llm"
                    ) -> PassReport | None:
         """One synthesis pass over ``store`` (None when the design has no synthesis).
 
-        ``rate``, ``outcomes``, ``force`` and ``verifier`` go to
+        ``rate``, ``outcomes``, ``force``, ``verifier``, ``args`` and ``distiller`` go to
         :func:`~skillsynth.pipeline.synthesize.synthesize_skills`; the pass keeps GAIA's
         synthesis marks and watermark in ``store``, so a later pass skips what it consumed.
         """
@@ -155,7 +156,7 @@ class Strategy:
         return synthesize_skills(store, llm, embedder, self.synthesis_config(config),
                                  method=self.method, mode=mode, rate=rate, outcomes=outcomes,
                                  force=force, memory_disabled=memory_disabled,
-                                 verifier=verifier)
+                                 verifier=verifier, args=args, distiller=distiller)
 
     def distill_cap(self, config: Thresholds) -> int | None:
         """The most distillations one pass spends under this design (None: no synthesis):
@@ -169,9 +170,15 @@ class Strategy:
     def check_available(self) -> None:
         """Raise unless what this design runs is installed (every built-in one is)."""
 
-    def distill_prompt(self) -> str:
-        """The version of the distillation prompt this design's pass sends (for records)."""
-        return PROMPT_VERSION
+    def distill_prompt(self, args: DistillArgs = "none", distiller: Distiller = "llm") -> str:
+        """The version of the distillation prompt this design's pass sends (for records):
+        the trace rule's where no model distils, with the arguments shown where any are."""
+        if distiller == "trace":
+            return TRACE_VERSION
+        return PROMPT_VERSION + ("" if args == "none" else f"-{args}")
+
+    def check_distillation(self, args: DistillArgs, distiller: Distiller) -> None:
+        """Raise ConfigError unless this design's pass can distil as asked (its own does)."""
 
     def check_rate(self, rate: str) -> None:
         """Raise ConfigError unless this design's synthesis can qualify clusters by ``rate``."""
@@ -229,9 +236,16 @@ class GaiaShipped(Strategy):
         """GAIA's own cap, as its pass resolves the settings (2 in 0.25.1 when unset)."""
         return gaia_distill_cap(self.synthesis_config(config))
 
-    def distill_prompt(self) -> str:
+    def distill_prompt(self, args: DistillArgs = "none", distiller: Distiller = "llm") -> str:
         """GAIA's prompt, named by the installed release."""
         return gaia_distill_prompt_version()
+
+    def check_distillation(self, args: DistillArgs, distiller: Distiller) -> None:
+        """GAIA's pass distils with its own prompt: names only, by its model."""
+        if args != "none" or distiller != "llm":
+            raise ConfigError(f"strategy {self.name} runs GAIA's own distillation (tool names "
+                              "only, by its model); distill_args and distiller need "
+                              "skillsynth's pass (gaia-greedy)", key="distiller")
 
     def check_rate(self, rate: str) -> None:
         """GAIA qualifies clusters by its per-call success rate only."""
@@ -243,11 +257,14 @@ class GaiaShipped(Strategy):
     def synthesize(self, store: MemoryStore, llm: ChatModel, embedder: Embeds, config: Thresholds,
                    *, mode: DistillMode = "json", memory_disabled: bool = False,
                    rate: RateDefinition = "calls", outcomes: Mapping[str, bool] | None = None,
-                   force: bool = False, verifier: Verifier | None = None) -> PassReport | None:
+                   force: bool = False, verifier: Verifier | None = None,
+                   args: DistillArgs = "none", distiller: Distiller = "llm"
+                   ) -> PassReport | None:
         """One pass of GAIA's ``_synthesize_skills(force=force)`` over ``store``; a
         ``verifier`` judges each procedure GAIA stores before its cluster is marked
         (:mod:`.gaia_verify`)."""
         self.check_rate(rate)
+        self.check_distillation(args, distiller)
         return gaia_shipped_pass(store, llm, embedder, self.synthesis_config(config),
                                  memory_disabled=memory_disabled, outcomes=outcomes,
                                  force=force, verifier=verifier)
