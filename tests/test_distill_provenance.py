@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from skillsynth.pipeline.cluster import Cluster
 from skillsynth.pipeline.detect import SessionSequence
 from skillsynth.pipeline.distill import build_messages, distill_trace, trace_when
@@ -128,3 +130,54 @@ def test_gaias_own_pass_refuses_other_distillation_by_name():
     with pytest.raises(ConfigError, match="GAIA's own distillation") as err:
         PointOptions(strategy="gaia-shipped", distiller="trace")
     assert err.value.key == "distiller"
+
+
+def _values(seq):
+    """Every string argument value of a session's calls (3+ characters), and its goal."""
+    from skillsynth.pipeline.provenance import session_calls
+
+    out = set()
+    for c in session_calls(seq):
+        for v in c.arguments.values():
+            for x in (v if isinstance(v, list) else [v]):
+                if isinstance(x, str | int) and not isinstance(x, bool) and len(str(x)) >= 3:
+                    out.add(str(x))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["tau2-retail", "tau2-airline", "taubench"])
+def test_no_user_value_reaches_a_provenance_procedure_on_the_shipped_corpora(tmp_path, kind):
+    # every task's sessions as one cluster (the labels decide, no embedder): the trace
+    # procedure, and the provenance steps the model is shown, name no argument value of any
+    # member unless it is a constant every member passed that no customer turn contains
+    from corpus_kinds import build_corpus
+
+    from skillsynth.config import Thresholds
+    from skillsynth.corpora import LabelStore, labels_path_for
+    from skillsynth.pipeline.detect import extract_sequences
+    from skillsynth.store import MemoryStore
+
+    db = build_corpus(kind, tmp_path)
+    with MemoryStore.open(db, read_only=True) as store, \
+            LabelStore(labels_path_for(db)) as labels:
+        seqs = extract_sequences(store, Thresholds(min_steps=1), advance=False).sequences
+        task = {x.session_id: x.task_id for x in labels.all()}
+    by_task: dict = {}
+    for s in seqs:
+        if s.goal and s.span and task.get(s.session_id) is not None:
+            by_task.setdefault(task[s.session_id], []).append(s)
+    checked = 0
+    for members in by_task.values():
+        cluster = Cluster(tuple(members), "labels", "calls", 1.0, True)
+        shared = set.intersection(*(_values(m) for m in members))
+        allowed = {v for v in shared if not any(v in (m.goal or "") for m in members)}
+        d = distill_trace(cluster)
+        shown = build_messages(cluster, "json", "provenance")[-1]["content"]
+        steps = shown.split("in order:")[1].split("Other phrasings")[0]
+        text = d.skill.body + d.skill.description + d.skill.name + steps
+        leaked = {v for m in members for v in _values(m) - allowed if v in text}
+        assert not leaked, f"task {members[0].session_id}: {sorted(leaked)[:5]}"
+        validate_skill(d.skill, "gaia691")
+        checked += 1
+    assert checked >= 10
