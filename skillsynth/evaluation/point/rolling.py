@@ -137,8 +137,9 @@ def replay_order(records: list[SessionRecord], labels: Mapping[str, SessionLabel
     recorded order alone).
     """
     have = {r.session_id for r in records}
-    entries = [_Entry(r.session_id, r, _start(r, labels)) for r in records]
-    entries += [_Entry(sid, None, x.started_at) for sid, x in labels.items() if sid not in have]
+    entries = [_Entry(session_id=r.session_id, record=r, start=_start(r, labels)) for r in records]
+    entries += [_Entry(session_id=sid, record=None,
+                       start=x.started_at) for sid, x in labels.items() if sid not in have]
     made_up = any(_MADE_UP in x.flags for x in labels.values())
     if any(e.start is None for e in entries):
         return [e for e in entries if e.record is not None], "recorded"
@@ -229,8 +230,9 @@ def run_rolling(corpus: MemoryStore, store: MemoryStore, *, strategy: Strategy,
             seen[family] += 1
         if label is not None and label.task_id is not None:
             tasks.add(label.task_id)
-    return Rolling(rows, tuple(reports), tuple(passes), tuple(probes), witness, ordered_by,
-                   len(ordered), no_goal, checked, first)
+    return Rolling(rows=rows, reports=tuple(reports), passes=tuple(passes), probes=tuple(probes),
+                   witness=witness, ordered_by=ordered_by, sessions=len(ordered),
+                   probes_without_goal=no_goal, leak_checks=checked, first_counts=first)
 
 
 def _replay(corpus: MemoryStore, labels: Mapping[str, SessionLabel], cadence: int,
@@ -261,10 +263,12 @@ def _synthesis_pass(store: MemoryStore, strategy: Strategy, llm: ChatModel, embe
     took = time.perf_counter() - t0
     assert rep is not None  # a strategy with a method synthesizes
     require_pass(rep, f"rolling pass {index} (after {at} session(s))")
-    return rep, PassRecord(
-        index, at, rep.status, rep.sessions, rep.qualified, rep.distilled, rep.added,
-        rep.updated, rep.left_for_later, rep.llm_calls, rep.cache_hits,
-        len(store.procedures(active_only=True)), round(took, 3), len(store.synthesis_marks()))
+    return rep, PassRecord(index=index, at_session=at, status=rep.status, read=rep.sessions,
+                           qualified=rep.qualified, distilled=rep.distilled, added=rep.added,
+                           updated=rep.updated, left_for_later=rep.left_for_later,
+                           llm_calls=rep.llm_calls, cache_hits=rep.cache_hits,
+                           active_procedures=len(store.procedures(active_only=True)),
+                           wall_s=round(took, 3), consumed=len(store.synthesis_marks()))
 
 
 def _start(rec: SessionRecord, labels: Mapping[str, SessionLabel]) -> str | None:

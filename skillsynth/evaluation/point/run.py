@@ -18,7 +18,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,7 +64,7 @@ from .record import RunRecord, model_of, utc_now
 from .rolling import run_rolling
 from .scoring import FloorWitness, QueryMemo, probe_rows, progress_bar, store_view
 from .split import Split, build_history, load_split, procedure_families
-from .summary import SUMMARY, CorpusInfo, ModelCalls, PointSummary, Versions
+from .summary import SUMMARY, CorpusInfo, ModelCalls, PointSummary, Versions, combined_report
 from .verify_world import point_verifier, verify_kpis
 
 __all__ = ["PROTOCOLS", "SUMMARY", "EvalConfig", "EvalProtocol", "HistorySource", "PointResult",
@@ -132,8 +132,9 @@ def _check_procedures(store: MemoryStore, split: Split, out_dir: Path,
         sessions = list(proc.provenance.get("from_sessions", [])) if proc.provenance else []
         known = store.sessions_with_calls(sessions)
         prov_ok = bool(sessions) and all(s in known and s in allowed for s in sessions)
-        checks.append(ProcedureCheck(proc.id, proc.name, procedure_families(proc, split), valid,
-                                     errors, prov_ok))
+        checks.append(ProcedureCheck(id=proc.id, name=proc.name,
+                                     families=procedure_families(proc, split), valid=valid,
+                                     errors=errors, provenance_ok=prov_ok))
     return checks
 
 
@@ -208,7 +209,7 @@ def run_point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out_dir: str | 
     tmp = out / (SUMMARY + ".tmp")
     summary.write(tmp)
     os.replace(tmp, out / SUMMARY)
-    return PointResult(out, tuple(ran.rows), scored.kpis, summary)
+    return PointResult(out_dir=out, rows=tuple(ran.rows), kpis=scored.kpis, point_summary=summary)
 
 
 @dataclass
@@ -267,8 +268,9 @@ def _rolling(cfg: EvalConfig, strategy: Strategy, llm: ChatModel, embedder: Embe
                               lambda: strategy.recaller(store, queries, th, cfg.recall_key))
     split_info = {"k": split.k, "protocol": "rolling", **rolled.info(),
                   "families_without_probe": _families_without_probe(split)}
-    return _Ran(list(rolled.rows), list(rolled.reports), rolled.witness, checks, floors,
-                split_info, None, starts_from_passes(rolled.passes), dict(rolled.first_counts))
+    return _Ran(rows=list(rolled.rows), reports=list(rolled.reports), witness=rolled.witness,
+                checks=checks, floors=floors, split_info=split_info, live_info=None,
+                starts=starts_from_passes(rolled.passes), first_counts=dict(rolled.first_counts))
 
 
 def _score(cfg: EvalConfig, strategy: Strategy, ran: _Ran, split: Split,
@@ -300,7 +302,8 @@ def _score(cfg: EvalConfig, strategy: Strategy, ran: _Ran, split: Split,
     kpis |= questions
     lumps, lumping_info = lumping_kpis(procs, split)
     kpis |= {k.name: k for k in lumps}
-    return _Scored(kpis, control, gold, inert, questions_info, lumping_info)
+    return _Scored(kpis=kpis, control=control, gold=gold, inert=inert,
+                   questions_info=questions_info, lumping_info=lumping_info)
 
 
 def _summary(cfg: EvalConfig, strategy: Strategy, llm: ChatModel, embedder: Embeds,
@@ -313,19 +316,23 @@ def _summary(cfg: EvalConfig, strategy: Strategy, llm: ChatModel, embedder: Embe
     rows = ran.rows
     return PointSummary(
         config=cfg.as_dict(),
-        corpus=CorpusInfo(str(cfg.corpus), corpus_sha, file_sha256(cfg.corpus), labels_sha),
-        versions=Versions(__version__, strategy.distill_prompt(cfg.distill_args, cfg.distiller),
-                          RULE, llm.model_id,
-                          embedder.embedder_id),
-        split=ran.split_info, live=ran.live_info, pass_report=_combined(ran.reports),
-        model_calls=ModelCalls(ran.llm_calls, ran.cache_hits, sum(r.llm_calls for r in rows),
-                               sum(r.cache_hits for r in rows if r.steps_method == "live")),
+        corpus=CorpusInfo(path=str(cfg.corpus), sha256=corpus_sha,
+                          file_sha256=file_sha256(cfg.corpus), labels_sha256=labels_sha),
+        versions=Versions(skillsynth=__version__,
+                          distill_prompt=strategy.distill_prompt(cfg.distill_args, cfg.distiller),
+                          replay_rule=RULE, chat_model=llm.model_id,
+                          embedder=embedder.embedder_id),
+        split=ran.split_info, live=ran.live_info, pass_report=combined_report(ran.reports),
+        model_calls=ModelCalls(synthesis=ran.llm_calls, synthesis_cache_hits=ran.cache_hits,
+                               agent=sum(r.llm_calls for r in rows),
+                               agent_cache_hits=sum(r.cache_hits for r in rows
+                                                    if r.steps_method == "live")),
         procedures=tuple(ran.checks), floors=ran.floors,
         controls=controls_summary(scored.control, scored.gold, scored.inert),
         kpis=dict(scored.kpis), gaia_questions=scored.questions_info,
         lumping=scored.lumping_info, started_at=started, wall_s=wall_s, timings=timings,
         record=RunRecord(
-            "point", cfg.as_dict(), started, utc_now(),
+            kind="point", config=cfg.as_dict(), started_utc=started, finished_utc=utc_now(),
             models={"chat": model_of(llm), "embed": model_of(embedder),
                     "user": model_of(user)},
             inputs={"corpus": {"path": str(cfg.corpus), "sha256": corpus_sha},
@@ -396,8 +403,9 @@ def _strict(cfg: EvalConfig, strategy: Strategy, llm: ChatModel, embedder: Embed
                                              if p.session_id not in goals),
                   "left_out": len(split.left_out),
                   "families_without_probe": _families_without_probe(split)}
-    return _Ran(rows, [report] if report else [], witness, checks, floors, split_info,
-                live_info, None, first_counts)
+    return _Ran(rows=rows, reports=[report] if report else [], witness=witness, checks=checks,
+                floors=floors, split_info=split_info, live_info=live_info, starts=None,
+                first_counts=first_counts)
 
 
 @contextlib.contextmanager
@@ -423,22 +431,3 @@ def _families_without_probe(split: Split) -> int:
     return len(set(split.families.values())) - len(split.probes)
 
 
-def _combined(reports: Sequence[PassReport]) -> dict[str, Any] | None:
-    """One pass's report, or the sums over a rolling point's passes (status: the worst;
-    clusters left over: the last pass's)."""
-    if not reports:
-        return None
-    if len(reports) == 1:
-        return reports[0].as_dict()
-    out: dict[str, Any] = {"status": next((r.status for r in reports if r.status != "ran"),
-                                          "ran"), "passes": len(reports)}
-    for name in ("sessions", "clusters", "qualified", "distilled", "added", "updated", "noop",
-                 "ungrounded", "repaired", "duplicate_names", "llm_calls", "cache_hits",
-                 "candidates", "verified", "rejected", "rejected_before", "verify_calls",
-                 "verify_cache_hits", "verify_seconds"):
-        out[name] = sum(getattr(r, name) for r in reports)
-    out["verify"] = reports[0].verify
-    out["left_for_later"] = reports[-1].left_for_later  # after the last pass (not a sum)
-    out["skipped"] = [list(x) for r in reports for x in r.skipped]
-    out["failed_shares"] = [x for r in reports for x in r.failed_shares]
-    return out
