@@ -34,8 +34,8 @@ from ...models.embed import Embeds
 from ...pipeline.inject import CutPlace, RecallCut, classify_cut
 from ...pipeline.synthesize import PassReport
 from ...store import Procedure
+from .context import PassRecord
 from .metrics import KPI, N_BOOT, ProbeResult, mean_kpi, proportion_kpi
-from .rolling import PassRecord
 from .split import Split, procedure_families
 
 __all__ = ["DuplicatePair", "StartCost", "cut_places", "duplicate_pairs", "family_counts",
