@@ -212,3 +212,24 @@ def test_no_name_defined_or_imported_from_skillsynth_shadows_a_typing_name():
                 continue
             shadowing = names & set(typing.__all__)
             assert not shadowing, f"{f.relative_to(PKG)}:{node.lineno} defines {shadowing}"
+
+
+def test_every_record_with_more_than_one_argument_is_built_by_keyword():
+    import ast
+
+    records = set()
+    trees = {f: ast.parse(f.read_text(encoding="utf-8")) for f in sorted(PKG.rglob("*.py"))}
+    for tree in trees.values():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and (
+                    any("dataclass" in ast.unparse(d) for d in node.decorator_list)
+                    or any(ast.unparse(b) == "NamedTuple" for b in node.bases)):
+                records.add(node.name)
+    assert {"AgentRun", "PassReport", "ProbeResult", "KPI"} <= records
+    for f, tree in trees.items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and len(node.args) > 1:
+                func = node.func
+                name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+                assert name not in records, \
+                    f"{f.relative_to(PKG)}:{node.lineno}: {name}(...) by position"

@@ -154,3 +154,25 @@ def test_a_hand_written_sweep_summary_loads_with_defaults():
     assert p == PointEntry("p", kpis={"recall_hit_rate": KPI("recall_hit_rate", 0.5, 0.1, 0.9,
                                                              4, "")})
     assert p.kpi("recall_hit_rate").value == 0.5 and p.kpi("absent") is None
+
+
+def test_every_pass_counter_reaches_a_rolling_points_summary_a_new_one_too():
+    import dataclasses
+
+    from skillsynth.evaluation.point.summary import combined_report
+    from skillsynth.pipeline.synthesize import PassReport
+
+    Extended = dataclasses.make_dataclass("Extended", [("a_new_counter", int, 0)],
+                                          bases=(PassReport,), frozen=True)
+    first = Extended(status="ran", sessions=4, marked_distilled=2, verify_seconds=0.5,
+                     left_for_later=3, skipped=(("c1", "malformed"),), a_new_counter=1)
+    second = Extended(status="llm-unavailable", sessions=6, marked_distilled=1,
+                      verify_seconds=0.25, left_for_later=1, a_new_counter=2)
+    out = combined_report([first, second])
+    assert out is not None
+    assert (out["status"], out["passes"], out["sessions"], out["marked_distilled"],
+            out["verify_seconds"], out["a_new_counter"]) == ("llm-unavailable", 2, 10, 3, 0.75, 3)
+    assert out["left_for_later"] == 1 and out["skipped"] == [["c1", "malformed"]]
+    counters = {f.name for f in dataclasses.fields(PassReport) if f.type in ("int", "float")}
+    assert counters <= set(out)
+    assert combined_report([first]) == first.as_dict() and combined_report([]) is None

@@ -45,7 +45,7 @@ def parse_setting(text: str) -> LiveSetting:
     decoding, _, order = text.partition("/")
     if order not in ("", "interleaved", "grouped"):
         raise ValueError(f"run order must be interleaved or grouped, got {order!r}")
-    return LiveSetting(decoding, order or "interleaved")
+    return LiveSetting(decoding=decoding, order=order or "interleaved")
 
 
 class _Metered:

@@ -27,7 +27,9 @@ def _corpus_generate(args: argparse.Namespace) -> int:
 
     rep = generate_corpus(args.db, families=args.families, seed=args.seed,
                           attempts=args.attempts,
-                          noise=NoiseConfig(args.fail_rate, args.explore_rate, args.abandon_rate))
+                          noise=NoiseConfig(fail_rate=args.fail_rate,
+                                            explore_rate=args.explore_rate,
+                                            abandon_rate=args.abandon_rate))
     print(f"wrote {rep.db_path} ({rep.sessions} sessions, {rep.families} families, seed "
           f"{rep.seed}) and labels {rep.labels_path}")
     return EXIT_OK

@@ -36,11 +36,13 @@ def read_gaia_db(path: str | Path, *, sessions: Collection[str] | None = None
         for sid in store.session_ids():
             if sessions is not None and sid not in sessions:
                 continue
-            calls = tuple(CallRecord(c.tool_name, c.args, c.result_summary, c.success,
-                                     c.timestamp, error=c.error, duration_ms=c.duration_ms)
+            calls = tuple(CallRecord(tool_name=c.tool_name, args=c.args, result=c.result_summary,
+                                     success=c.success, timestamp=c.timestamp, error=c.error,
+                                     duration_ms=c.duration_ms)
                           for c in store.tool_calls(sid))
-            turns = tuple(TurnRecord(t.role, t.content, t.timestamp)
+            turns = tuple(TurnRecord(role=t.role, content=t.content, timestamp=t.timestamp)
                           for t in store.turns(sid))
-            label = SessionLabel(sid, SOURCE, None, None, started_at=calls[0].timestamp,
-                                 source_file=p.name, source_record=f"session {sid}")
-            yield SessionRecord(sid, calls, turns, label)
+            label = SessionLabel(session_id=sid, source=SOURCE, task_id=None, attempt=None,
+                                 started_at=calls[0].timestamp, source_file=p.name,
+                                 source_record=f"session {sid}")
+            yield SessionRecord(session_id=sid, calls=calls, turns=turns, label=label)

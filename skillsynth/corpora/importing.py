@@ -155,7 +155,8 @@ def import_corpus(fmt: ImportFormat | str, sources: Sequence[str | Path] | str |
         raise CorpusFormatError("the corpus database must not be the source database",
                                 file=str(db))
     lab = Path(labels_path) if labels_path else labels_path_for(db)
-    report = ImportReport(fmt, str(db), str(lab), [str(f) for f in files])
+    report = ImportReport(format=fmt, db_path=str(db), labels_path=str(lab),
+                          files=[str(f) for f in files])
     if dry_run:
         _plan(fmt, files, db, lab, tasks, skip_bad, report)
         return report
@@ -321,8 +322,10 @@ def _skip(report: ImportReport, rec: BadRecord) -> None:
 def write_session(store: MemoryStore, rec: SessionRecord) -> None:
     """One session in one transaction (calls first, then turns, as GAIA writes them)."""
     with store.transaction():
-        store.add_tool_calls(ToolCall(rec.session_id, c.tool_name, c.args, c.result, c.success,
-                                      c.timestamp, error=c.error, duration_ms=c.duration_ms)
+        store.add_tool_calls(ToolCall(session_id=rec.session_id, tool_name=c.tool_name, args=c.args,
+                                      result_summary=c.result, success=c.success,
+                                      timestamp=c.timestamp, error=c.error,
+                                      duration_ms=c.duration_ms)
                              for c in rec.calls)
         for t in rec.turns:
             store.add_turn(rec.session_id, t.role, t.content, timestamp=t.timestamp)

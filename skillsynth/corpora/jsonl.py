@@ -145,22 +145,25 @@ def _session(src: SourceFile, sid: str, lines: list[tuple[int, dict[str, Any]]],
         dur = obj.get("duration_ms")
         if dur is not None and (not isinstance(dur, int) or isinstance(dur, bool)):
             raise FieldError(f"{where}.duration_ms", "expected an integer")
-        calls.append(CallRecord(obj["tool_name"], args, _opt_str(obj, "result_summary", where),
-                                obj["success"], _stamp(ts, f"{where}.timestamp"),
+        calls.append(CallRecord(tool_name=obj["tool_name"], args=args,
+                                result=_opt_str(obj, "result_summary", where),
+                                success=obj["success"], timestamp=_stamp(ts, f"{where}.timestamp"),
                                 error=_opt_str(obj, "error", where), duration_ms=dur))
         if "goal" in obj:
-            turns.append(TurnRecord("user", need(obj, "goal", str, where), next(clock)))
+            turns.append(TurnRecord(role="user", content=need(obj, "goal", str, where),
+                                    timestamp=next(clock)))
         for j, t in enumerate(obj.get("turns") or []):
             tw = f"{where}.turns[{j}]"
-            turns.append(TurnRecord(need(t, "role", str, tw), need(t, "content", str, tw),
-                                    _stamp(t.get("timestamp") or next(clock),
-                                           f"{tw}.timestamp")))
+            turns.append(TurnRecord(role=need(t, "role", str, tw),
+                                    content=need(t, "content", str, tw),
+                                    timestamp=_stamp(t.get("timestamp") or next(clock),
+                                                     f"{tw}.timestamp")))
         if obj.get("label") is not None:
             if label_obj is not None:
                 raise FieldError(f"{where}.label", "a second label for this session")
             label_obj = need(obj, "label", Mapping, where)
     label = _label(sid, label_obj, flags, calls[0].timestamp, src, lines[0][0])
-    return SessionRecord(sid, tuple(calls), tuple(turns), label)
+    return SessionRecord(session_id=sid, calls=tuple(calls), turns=tuple(turns), label=label)
 
 
 def _opt_str(obj: Mapping[str, Any], key: str, where: str) -> str | None:
@@ -176,9 +179,9 @@ def _label(sid: str, obj: Mapping[str, Any] | None, flags: set[str], first_ts: s
     steps, actions = o.get("essential_steps"), o.get("actions")
     try:
         return SessionLabel(
-            sid, str(o.get("source") or SOURCE),
-            None if o.get("task_id") is None else str(o["task_id"]),
-            None if o.get("attempt") is None else int(o["attempt"]),
+            session_id=sid, source=str(o.get("source") or SOURCE),
+            task_id=None if o.get("task_id") is None else str(o["task_id"]),
+            attempt=None if o.get("attempt") is None else int(o["attempt"]),
             success=None if o.get("success") is None else bool(o["success"]),
             reward=None if o.get("reward") is None else float(o["reward"]),
             essential_steps=None if steps is None else tuple(map(str, steps)),

@@ -91,7 +91,7 @@ class ArrayReader:
                     if pos >= len(text) else f"not valid JSON ({error_text(exc)})"
                 gap = self._gap(index, pos, why, opens_element=True)
             else:
-                yield Item(index, value)
+                yield Item(index=index, value=value)
                 self._learn(value)
                 index += 1
                 pos = skip_ws(text, after)
@@ -139,7 +139,8 @@ class ArrayReader:
                 nxt = skip_ws(text, close)
         end = len(text) if nxt is None else nxt
         records = self._starts(start, end) + (opens_element and start < len(text))
-        return Gap(index, message, start, end, records, nxt is not None)
+        return Gap(index=index, message=message, start=start, end=end, records=records,
+                   resumed=nxt is not None)
 
     def _next_element(self, start: int) -> int | None:
         """Where the first whole element after the one at ``start`` begins, or None."""

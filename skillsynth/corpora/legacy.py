@@ -31,7 +31,8 @@ def legacy_taubench_index(store: MemoryStore, labels: LabelStore) -> dict[str, s
     for x in labels.all():
         if not _old_taubench_id(x):
             continue
-        calls = [CallRecord(c.tool_name, c.args, c.result_summary, c.success, c.timestamp,
+        calls = [CallRecord(tool_name=c.tool_name, args=c.args, result=c.result_summary,
+                            success=c.success, timestamp=c.timestamp,
                             error=c.error) for c in store.tool_calls(x.session_id)]
         goals = [t.content for t in store.turns(x.session_id, role="user")]
         out.setdefault(stored_key(x.task_id, x.extra.get("trial"), calls, goals), x.session_id)

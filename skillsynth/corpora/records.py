@@ -329,7 +329,8 @@ def pair_calls(events: list[tuple[Call, ...] | Reply | Break], clock: Iterator[s
         start = stamp(call.timestamp, f"{call.path}.timestamp")
         if reply is None:
             flags.add("unanswered-call")
-            out.append(CallRecord(call.name, args, None, False, start, error=UNANSWERED))
+            out.append(CallRecord(tool_name=call.name, args=args, result=None, success=False,
+                                  timestamp=start, error=UNANSWERED))
             return
         content = reply.content
         if content is not None and not isinstance(content, str):
@@ -340,10 +341,11 @@ def pair_calls(events: list[tuple[Call, ...] | Reply | Break], clock: Iterator[s
             delta = datetime.fromisoformat(end) - datetime.fromisoformat(start)
             duration = max(0, round(delta.total_seconds() * 1000))
         if reply.error:
-            out.append(CallRecord(call.name, args, None, False, start, error=content or "error",
-                                  duration_ms=duration))
+            out.append(CallRecord(tool_name=call.name, args=args, result=None, success=False,
+                                  timestamp=start, error=content or "error", duration_ms=duration))
         else:
-            out.append(CallRecord(call.name, args, content, True, start, duration_ms=duration))
+            out.append(CallRecord(tool_name=call.name, args=args, result=content, success=True,
+                                  timestamp=start, duration_ms=duration))
 
     def flush() -> None:
         for c in pending:

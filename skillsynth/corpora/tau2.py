@@ -174,8 +174,8 @@ def _session(src: SourceFile, record: str, sim: Any, own: Mapping[str, Any],
             events.append(tuple(_call(c, f"{where}.tool_calls[{k}]", m, role)
                                 for k, c in enumerate(calls)))
         elif role == "tool":
-            events.append(Reply(m.get("content"), bool(m.get("error")), m.get("timestamp"),
-                                where))
+            events.append(Reply(content=m.get("content"), error=bool(m.get("error")),
+                                timestamp=m.get("timestamp"), path=where))
         else:
             events.append(Break())
     clock = synthetic_clock(clock_index)
@@ -194,13 +194,15 @@ def _session(src: SourceFile, record: str, sim: Any, own: Mapping[str, Any],
                   if a.get("requestor", "assistant") == "assistant")
     sid = session_id(sim_id, task_id, sim.get("trial"), messages)
     label = SessionLabel(
-        sid, SOURCE, f"{domain}/{task_id}", None, success=float(reward) >= 1.0,
-        reward=float(reward), essential_steps=tuple(a["name"] for a in truth), actions=truth,
+        session_id=sid, source=SOURCE, task_id=f"{domain}/{task_id}", attempt=None,
+        success=float(reward) >= 1.0, reward=float(reward),
+        essential_steps=tuple(a["name"] for a in truth), actions=truth,
         started_at=started, flags=tuple(sorted(flags)),
         extra={"agent": agent, "trial": sim.get("trial"), "domain": domain,
                "termination_reason": sim.get("termination_reason")},
         source_file=Path(src.name).name, source_record=record)
-    return SessionRecord(sid, tuple(calls), (TurnRecord("user", goal, goal_at),), label,
+    goal_turn = TurnRecord(role="user", content=goal, timestamp=goal_at)
+    return SessionRecord(session_id=sid, calls=tuple(calls), turns=(goal_turn,), label=label,
                          aliases=(session_uuid(SOURCE, sim_id),))  # the simulation id alone
 
 
@@ -215,5 +217,6 @@ def _goal(task: Any, where: str) -> str:
 
 def _call(c: Any, where: str, message: Mapping[str, Any], role: str) -> Call:
     by = c.get("requestor") if isinstance(c, Mapping) else None
-    return Call(need(c, "name", str, where), c.get("arguments"), message.get("timestamp"),
-                where, by_agent=(by or role) == "assistant")
+    return Call(name=need(c, "name", str, where), raw_args=c.get("arguments"),
+                timestamp=message.get("timestamp"), path=where,
+                by_agent=(by or role) == "assistant")

@@ -91,8 +91,8 @@ def _session(src: SourceFile, i: int, obj: Any, clock_index: int) -> SessionReco
                                 for k, c in enumerate(calls)))
         elif role == "tool":
             content = m.get("content")
-            events.append(Reply(content, isinstance(content, str) and
-                                content.startswith("Error"), None, where))
+            events.append(Reply(content=content, error=isinstance(content, str) and
+                                content.startswith("Error"), timestamp=None, path=where))
         else:
             events.append(Break())
     clock = synthetic_clock(clock_index)
@@ -102,15 +102,17 @@ def _session(src: SourceFile, i: int, obj: Any, clock_index: int) -> SessionReco
     legacy = session_uuid(SOURCE, Path(src.name).name, i, task_id, trial)  # file + position
     started = calls[0].timestamp if calls else next(clock)
     label = SessionLabel(
-        sid, SOURCE, str(task_id), None, success=float(reward) >= 1.0, reward=float(reward),
+        session_id=sid, source=SOURCE, task_id=str(task_id), attempt=None,
+        success=float(reward) >= 1.0, reward=float(reward),
         essential_steps=tuple(a["name"] for a in truth), actions=truth, started_at=started,
         flags=tuple(sorted(flags)), extra={"trial": trial}, source_file=Path(src.name).name,
         source_record=str(i))
-    return SessionRecord(sid, tuple(calls), (TurnRecord("user", goal, next(clock)),), label,
+    goal_turn = TurnRecord(role="user", content=goal, timestamp=next(clock))
+    return SessionRecord(session_id=sid, calls=tuple(calls), turns=(goal_turn,), label=label,
                          aliases=(legacy,))
 
 
 def _call(c: Any, where: str) -> Call:
     fn = need(c, "function", dict, where)
-    return Call(need(fn, "name", str, f"{where}.function"), fn.get("arguments"), None,
-                where)
+    return Call(name=need(fn, "name", str, f"{where}.function"), raw_args=fn.get("arguments"),
+                timestamp=None, path=where)

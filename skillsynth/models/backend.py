@@ -105,9 +105,9 @@ def open_clients(spec: BackendSpec) -> Iterator[tuple[ChatClient, Embedder]]:
                                          timeout_s=spec.timeout_s)
         else:
             assert spec.chat_url and spec.chat_model and spec.embed_url and spec.embed_model
-            chat_ep = Endpoint("local", spec.chat_url, spec.chat_model, timeout_s=spec.timeout_s,
-                               decoding=spec.chat_decoding)
-            embed_ep = Endpoint("local", spec.embed_url, spec.embed_model,
+            chat_ep = Endpoint(backend="local", base_url=spec.chat_url, model=spec.chat_model,
+                               timeout_s=spec.timeout_s, decoding=spec.chat_decoding)
+            embed_ep = Endpoint(backend="local", base_url=spec.embed_url, model=spec.embed_model,
                                 timeout_s=spec.timeout_s)
         with ChatClient(chat_ep, cache=cache) as chat, Embedder(embed_ep, cache=cache) as emb:
             yield chat, emb
@@ -130,8 +130,9 @@ def open_user(url: str | None, model: str | None, *, backend: str = "lemonade",
                        base_url=url)
     store = CallCache(Path(cache)) if cache else None
     try:
-        with ChatClient(Endpoint(backend, url, model, timeout_s=timeout_s),  # type: ignore[arg-type]
-                        cache=store) as user:
+        endpoint = Endpoint(backend=backend,  # type: ignore[arg-type]
+                            base_url=url, model=model, timeout_s=timeout_s)
+        with ChatClient(endpoint, cache=store) as user:
             user.ensure_ready()
             yield user
     finally:

@@ -127,7 +127,7 @@ class CallCache:
         """Counts for reports (``cache hits`` in a pass report, hit rate in a sweep)."""
         with self._lock:
             n = self._conn.execute("SELECT COUNT(*) FROM calls").fetchone()[0]
-            return CacheStats(self._hits, self._misses, int(n))
+            return CacheStats(hits=self._hits, misses=self._misses, entries=int(n))
 
     def close(self) -> None:
         """Close the file (idempotent)."""

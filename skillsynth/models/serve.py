@@ -268,8 +268,8 @@ def prepare_models(home: str | Path | None = None, *, chat: Sequence[str] | str 
         _convert_minilm(src, embed, root, log)
         log(f"[3/3] embedding model: {embed} ({embed.stat().st_size / 1e6:.0f} MB, "
             f"id {EMBED_MODEL_ID})")
-    prepared = PreparedModels(server, paths[0], embed, specs[0].model_id,
-                              chat_name=specs[0].name)
+    prepared = PreparedModels(llama_server=server, chat_model=paths[0], embed_model=embed,
+                              chat_id=specs[0].model_id, chat_name=specs[0].name)
     manifest = prepared.describe() | {"embed_model_sha256": file_sha256(embed),
                                       "chat_models": {s.name: str(p) for s, p
                                                       in zip(specs, paths, strict=True)}}
@@ -299,7 +299,8 @@ def locate_models(home: str | Path | None = None, *, chat: str | None = None
     embed = _embed_gguf(root)
     if not embed.exists():
         raise ModelNotFound(f"the embedding model {embed} does not exist; {hint}")
-    return PreparedModels(server, chat_path, embed, spec.model_id, chat_name=spec.name)
+    return PreparedModels(llama_server=server, chat_model=chat_path, embed_model=embed,
+                          chat_id=spec.model_id, chat_name=spec.name)
 
 
 # ---------------------------------------------------------------------- serve
@@ -368,7 +369,7 @@ def _start(role: str, models: PreparedModels, args: list[str], log_dir: Path,
         raise LLMUnavailable(f"cannot start {models.llama_server}: {exc}") from exc
     finally:
         fh.close()
-    return _Server(role, model_id, port, proc, log_path)
+    return _Server(role=role, model_id=model_id, port=port, process=proc, log_path=log_path)
 
 
 def _wait_healthy(server: _Server, timeout_s: float) -> None:
@@ -457,10 +458,12 @@ def serve_local(models: PreparedModels | None = None, *, chat: bool = True, embe
                                                     "-np", "1"], logs, n))
         for s in started:
             _wait_healthy(s, startup_timeout_s)
-        eps = {s.role: Endpoint("local", s.base_url, s.model_id, timeout_s=request_timeout_s,
+        eps = {s.role: Endpoint(backend="local", base_url=s.base_url, model=s.model_id,
+                                timeout_s=request_timeout_s,
                                 decoding=decoding.identity if s.role == "chat" else "")
                for s in started}
-        yield LocalServers(eps.get("chat"), eps.get("embed"), started, models)
+        yield LocalServers(chat=eps.get("chat"), embed=eps.get("embed"), servers=started,
+                           models=models)
     finally:
         for s in started:
             _stop(s)

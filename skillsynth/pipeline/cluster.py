@@ -308,7 +308,8 @@ def _judge(members: tuple[SessionSequence, ...], config: Thresholds, method: str
     if r < config.min_success_rate:
         reasons.append(f"success rate {r:.2f} ({rate}) < min_success_rate "
                        f"{config.min_success_rate}")
-    return Cluster(members, method, rate, r, not reasons, "; ".join(reasons))
+    return Cluster(members=members, method=method, rate_definition=rate, success_rate=r,
+                   qualified=not reasons, reason="; ".join(reasons))
 
 
 def _sorted(clusters: list[Cluster]) -> list[Cluster]:

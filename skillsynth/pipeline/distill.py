@@ -284,14 +284,15 @@ def _interpret(cluster: Cluster, result: Any, mode: DistillMode) -> Distillation
         text = None if cleaned.strip() == "SKIP" else cleaned
     cached = bool(getattr(result, "cached", False))
     if text is None:
-        return Distillation(None, raw, cached, stripped)
+        return Distillation(skill=None, raw=raw, cached=cached, stripped=stripped)
     repairs: list[str] = []
     skill = Skill.parse(text, repairs=repairs)
     unknown = sorted(set(skill.tools_required) - set(_cluster_tools(cluster)))
     if unknown:
         raise UngroundedSkill(f"names tools no run of the cluster called: {', '.join(unknown)}",
                               field="tools_required")
-    return Distillation(skill, raw, cached, stripped, tuple(repairs))
+    return Distillation(skill=skill, raw=raw, cached=cached, stripped=stripped,
+                        repairs=tuple(repairs))
 
 
 def distill_cluster(cluster: Cluster, llm: ChatModel, config: Thresholds,
@@ -344,4 +345,5 @@ def distill_trace(cluster: Cluster) -> Distillation:
             "edge_cases": [_TRACE_EDGE]}
     text = _render(data)
     repairs: list[str] = []
-    return Distillation(Skill.parse(text, repairs=repairs), text, False, False, tuple(repairs))
+    return Distillation(skill=Skill.parse(text, repairs=repairs), raw=text, cached=False,
+                        stripped=False, repairs=tuple(repairs))

@@ -98,17 +98,17 @@ def body_units(body: str) -> tuple[BodyUnit, ...]:
             end = here + len(text.rstrip())  # continues the unit above
         else:
             if kind is not None:
-                units.append(BodyUnit(kind, start, end))
+                units.append(BodyUnit(kind=kind, start=start, end=end))
             kind = "heading" if heading else "edge_case" if in_edge and listed else \
                 "step" if _STEP.match(text) else "other"
             start, end, indent_of = here + indent, here + len(text.rstrip()), indent
             if heading:
                 in_edge = bool(_EDGE_HEADING.match(text.strip()))
-                units.append(BodyUnit("heading", start, end))
+                units.append(BodyUnit(kind="heading", start=start, end=end))
                 kind = None
         blank = False
     if kind is not None:
-        units.append(BodyUnit(kind, start, end))
+        units.append(BodyUnit(kind=kind, start=start, end=end))
     return tuple(units)
 
 

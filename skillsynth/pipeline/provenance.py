@@ -238,8 +238,8 @@ def session_calls(seq: SessionSequence) -> list[TracedCall]:
             args = json.loads(c.args) if c.args else {}
         except ValueError:
             args = {}
-        out.append(TracedCall(c.tool_name, args if isinstance(args, dict) else {},
-                              c.result_summary or ""))
+        out.append(TracedCall(name=c.tool_name, arguments=args if isinstance(args, dict) else {},
+                              result=c.result_summary or ""))
     return out
 
 
@@ -313,5 +313,5 @@ def cluster_dataflow(members: Sequence[SessionSequence], representative: Session
                 keep[arg] = srcs
             else:
                 variable.append(arg)
-        out.append(StepFlow(call.name, keep, tuple(variable)))
+        out.append(StepFlow(tool=call.name, sources=keep, variable=tuple(variable)))
     return out

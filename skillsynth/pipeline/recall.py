@@ -188,7 +188,7 @@ class ProcedureIndex:
                 scores, ids = self._cells.search(q, k, tau)
             else:
                 scores, ids = self._index.search(q, k)
-        return [Recall(self.procedures[int(i)], float(s))
+        return [Recall(procedure=self.procedures[int(i)], score=float(s))
                 for s, i in zip(scores[0], ids[0], strict=True) if i >= 0 and s >= tau]
 
 
@@ -262,7 +262,7 @@ class ExemplarIndex:
                 continue
             p = self._procs[int(self._owners[int(i)])]
             if p.id not in best or s > best[p.id].score:
-                best[p.id] = Recall(p, float(s))
+                best[p.id] = Recall(procedure=p, score=float(s))
         return _best_first(best, top_k, tau)
 
 

@@ -88,11 +88,12 @@ def reconcile_and_store(candidate: Skill, cluster: Cluster, store: MemoryStore,
     best = nearest[0] if nearest else None
     successes, attempts = cluster.successful_sessions, cluster.size
     if best is not None and successes <= best.procedure.success_count:
-        return Reconciled("NOOP", best.procedure.id, score=best.score)
+        return Reconciled(action="NOOP", procedure_id=best.procedure.id, score=best.score)
     action: Action = "UPDATE" if best is not None else "ADD"
     if dry_run:
-        return Reconciled(action, None, best.procedure.id if best else None,
-                          best.score if best else None)
+        return Reconciled(action=action, procedure_id=None,
+                          superseded_id=best.procedure.id if best else None,
+                          score=best.score if best else None)
     _check_provenance(store, cluster.session_ids)
     taken = {p.name for p in store.procedures(active_only=True)
              if best is None or p.id != best.procedure.id}
@@ -116,5 +117,6 @@ def reconcile_and_store(candidate: Skill, cluster: Cluster, store: MemoryStore,
         stored = store.put_procedure(proc)
         if best is not None:
             store.supersede_procedure(best.procedure.id, stored.id)
-    return Reconciled(action, stored.id, best.procedure.id if best else None,
-                      best.score if best else None, renamed)
+    return Reconciled(action=action, procedure_id=stored.id,
+                      superseded_id=best.procedure.id if best else None,
+                      score=best.score if best else None, renamed_from=renamed)

@@ -214,7 +214,7 @@ def synthesize_skills(
     v.write(verify_path_for(store.path))
     marks = _consume(store, p.window, p.marked, p.goalless, d.unusable,
                      [c for _, c, _ in v.kept]) if p.progress else \
-        _Consumed((), 0, 0, base["watermark"])
+        _Consumed(handed=(), distilled=0, unusable=0, watermark=base["watermark"])
     return PassReport("ran", **base | {"watermark": marks.watermark}, **counts,
                       distilled=len(d.kept), ungrounded=d.ungrounded, repaired=d.repaired,
                       skipped=tuple(p.over + d.skipped + v.skipped), handed=marks.handed,
@@ -270,7 +270,8 @@ def _plan(store: MemoryStore, embedder: Embeds, config: Thresholds, method: Meth
         "max_distill_calls_per_pass"
     over = [("cluster", (f"{len(fresh) - len(todo)} qualified cluster(s) over "
              f"{limit} {cap}"))] if len(fresh) > len(todo) else []
-    return _Plan(progress, window, marked, goalless, todo, base, over)
+    return _Plan(progress=progress, window=window, marked=marked, goalless=goalless, todo=todo,
+                 base=base, over=over)
 
 
 @dataclass(frozen=True)
@@ -315,7 +316,8 @@ def _distill_all(todo: Sequence[Cluster], llm: ChatModel, config: Thresholds,
             continue
         repaired += bool(d.repairs)
         kept.append((label, c, d.skill))
-    return _Distilled(kept, unusable, skipped, ungrounded, repaired)
+    return _Distilled(kept=kept, unusable=unusable, skipped=skipped, ungrounded=ungrounded,
+                      repaired=repaired)
 
 
 def _label(c: Cluster) -> str:
@@ -366,7 +368,7 @@ def _verify_all(kept: list[tuple[str, Cluster, Skill]], verifier: Verifier | Non
                 ) -> _Verified:
     """Judge each candidate (every one passes without a verifier: GAIA's behaviour)."""
     if verifier is None:
-        return _Verified("none", kept)
+        return _Verified(rule="none", kept=kept)
     t0 = time.perf_counter()
     ok: list[tuple[str, Cluster, Skill]] = []
     rejected: list[tuple[str, Cluster, Skill, Verdict]] = []
@@ -380,7 +382,8 @@ def _verify_all(kept: list[tuple[str, Cluster, Skill]], verifier: Verifier | Non
             log.info("cluster [%s]: verification (%s) rejected %s: %s", label, v.rule,
                      skill.name, v.reason)
             rejected.append((label, c, skill, v))
-    return _Verified(verifier.rule, ok, rejected, calls, hits, time.perf_counter() - t0)
+    return _Verified(rule=verifier.rule, kept=ok, rejected=rejected, calls=calls, cache_hits=hits,
+                     seconds=time.perf_counter() - t0)
 
 
 def _store_all(kept: Sequence[tuple[str, Cluster, Skill]], vecs: Sequence[Any],
@@ -430,8 +433,9 @@ def _consume(store: MemoryStore, window: Sequence[SessionSequence], marked: Mapp
         moved = advance_watermark(window, set(marked) | set(handed), stored)
         if moved is not None:
             store.set_synthesis_watermark(moved)
-    return _Consumed(handed, sum(c.size for c in distilled),
-                     len(goalless) + sum(c.size for c, _ in unusable), moved or stored)
+    return _Consumed(handed=handed, distilled=sum(c.size for c in distilled),
+                     unusable=len(goalless) + sum(c.size for c, _ in unusable),
+                     watermark=moved or stored)
 
 
 def advance_watermark(window: Sequence[SessionSequence], consumed: set[str],

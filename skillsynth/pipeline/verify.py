@@ -103,11 +103,13 @@ def threshold_verdict(rule: VerifyRule, tries: Sequence[Attempt], min_success: f
     """
     passed = sum(t.ok for t in tries)
     if not tries:
-        return Verdict(rule, False, "no member task could be tried", (), model_calls,
-                       cache_hits)
+        return Verdict(rule=rule, verified=False, reason="no member task could be tried", tries=(),
+                       model_calls=model_calls, cache_hits=cache_hits)
     ok = passed / len(tries) >= min_success
-    return Verdict(rule, ok, f"{passed} of {len(tries)} tries {passed_means} (at least "
-                   f"{min_success:g} needed)", tuple(tries), model_calls, cache_hits)
+    return Verdict(rule=rule, verified=ok,
+                   reason=f"{passed} of {len(tries)} tries {passed_means} (at least "
+                   f"{min_success:g} needed)", tries=tuple(tries), model_calls=model_calls,
+                   cache_hits=cache_hits)
 
 
 def median_member_calls(cluster: Cluster) -> float:
@@ -169,15 +171,17 @@ class TraceVerifier:
     def __call__(self, skill: Skill, cluster: Cluster) -> Verdict:
         tools = procedure_tools(skill)
         members, out = held_out(cluster)
-        tries = tuple(Attempt(m.session_id, realisable(tools, m.calls),
+        tries = tuple(Attempt(session=m.session_id, ok=realisable(tools, m.calls),
                               detail={"held_out": out}) for m in members)
         chain = " > ".join(tools)
         where = "held-out member" if out else "representative (no held-out member)"
         hit = next((t.session for t in tries if t.ok), None)
         if hit is not None:
-            return Verdict(self.rule, True, f"{chain} realised in {where} {hit}", tries)
-        return Verdict(self.rule, False, f"{chain} not realised in any {where} "
-                       f"({len(tries)} checked)", tries)
+            return Verdict(rule=self.rule, verified=True,
+                           reason=f"{chain} realised in {where} {hit}", tries=tries)
+        return Verdict(rule=self.rule, verified=False,
+                       reason=f"{chain} not realised in any {where} ({len(tries)} checked)",
+                       tries=tries)
 
 
 def verify_path_for(db_path: str | Path) -> Path:

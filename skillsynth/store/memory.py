@@ -299,10 +299,12 @@ class MemoryStore(ConversationRows, ProcedureRows, SynthesisProgress):
         steps = tuple(self.migration_plan())
         if dry_run or not steps:
             target = CURRENT_VERSION if steps else before
-            return MigrationReport(str(self.path), before, target, steps, dry_run=dry_run)
+            return MigrationReport(path=str(self.path), from_version=before, to_version=target,
+                                   steps=steps, dry_run=dry_run)
         self._require_writable()
         self._migrate()
-        return MigrationReport(str(self.path), before, self.schema_version(), steps)
+        return MigrationReport(path=str(self.path), from_version=before,
+                               to_version=self.schema_version(), steps=steps)
 
     def _migrate(self) -> None:
         version = self.schema_version()
@@ -340,11 +342,13 @@ class MemoryStore(ConversationRows, ProcedureRows, SynthesisProgress):
             mode = self._conn.execute("PRAGMA journal_mode").fetchone()[0]
         sessions = (self._conn.execute("SELECT COUNT(DISTINCT session_id) FROM tool_history")
                     .fetchone()[0] if "tool_history" in names else 0)
-        return StoreInfo(str(self.path), self.schema_version(), mode, self.read_only,
-                         self.get_meta("embedder_id") if "meta" in names else None, sessions,
-                         counts, self._synthesis_state(sessions) if {
+        return StoreInfo(path=str(self.path), schema_version=self.schema_version(),
+                         journal_mode=mode, read_only=self.read_only,
+                         embedder_id=self.get_meta("embedder_id") if "meta" in names else None,
+                         tool_history_sessions=sessions, rows=counts,
+                         synthesis=self._synthesis_state(sessions) if {
                              "synthesis_marks", "tool_history"} <= names else None,
-                         self.synthesis_watermark())
+                         synthesis_watermark=self.synthesis_watermark())
 
     def _synthesis_state(self, sessions: int) -> dict[str, int]:
         """How much of the history GAIA's passes consumed, by the outcome of its mark."""

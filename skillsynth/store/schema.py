@@ -80,14 +80,14 @@ def _cols(*specs: tuple[str, str] | tuple[str, str, int]) -> tuple[Column, ...]:
 
 #: GAIA's ordinary tables, in GAIA's creation order.
 TABLES: dict[str, Table] = {t.name: t for t in (
-    Table("schema_version", _cols(("version", "INTEGER NOT NULL"),
-                                  ("migrated_at", "TEXT NOT NULL"))),
-    Table("conversations", _cols(
+    Table(name="schema_version", columns=_cols(("version", "INTEGER NOT NULL"),
+                                               ("migrated_at", "TEXT NOT NULL"))),
+    Table(name="conversations", columns=_cols(
         ("id", "INTEGER PRIMARY KEY AUTOINCREMENT"), ("session_id", "TEXT NOT NULL"),
         ("role", "TEXT NOT NULL"), ("content", "TEXT NOT NULL"),
         ("context", "TEXT DEFAULT 'global'"), ("timestamp", "TEXT NOT NULL"),
         ("consolidated_at", "TEXT", 2))),
-    Table("knowledge", _cols(
+    Table(name="knowledge", columns=_cols(
         ("id", "TEXT PRIMARY KEY"), ("category", "TEXT NOT NULL"), ("content", "TEXT NOT NULL"),
         ("domain", "TEXT"), ("source", "TEXT NOT NULL DEFAULT 'tool'"),
         ("confidence", "REAL DEFAULT 0.5"), ("metadata", "TEXT"),
@@ -96,13 +96,13 @@ TABLES: dict[str, Table] = {t.name: t for t in (
         ("created_at", "TEXT NOT NULL"), ("updated_at", "TEXT NOT NULL"),
         ("last_used", "TEXT"), ("due_at", "TEXT"), ("reminded_at", "TEXT"),
         ("embedding", "BLOB", 2), ("superseded_by", "TEXT", 2), ("decayed_at", "TEXT", 7))),
-    Table("meta", _cols(("key", "TEXT PRIMARY KEY"), ("value", "TEXT"))),
-    Table("tool_history", _cols(
+    Table(name="meta", columns=_cols(("key", "TEXT PRIMARY KEY"), ("value", "TEXT"))),
+    Table(name="tool_history", columns=_cols(
         ("id", "INTEGER PRIMARY KEY AUTOINCREMENT"), ("session_id", "TEXT NOT NULL"),
         ("tool_name", "TEXT NOT NULL"), ("args", "TEXT"), ("result_summary", "TEXT"),
         ("success", "INTEGER NOT NULL"), ("error", "TEXT"), ("duration_ms", "INTEGER"),
         ("timestamp", "TEXT NOT NULL"))),
-    Table("procedures", _cols(
+    Table(name="procedures", columns=_cols(
         ("id", "TEXT PRIMARY KEY"), ("name", "TEXT NOT NULL"),
         ("when_to_use", "TEXT NOT NULL"), ("markdown_body", "TEXT NOT NULL"),
         ("tools_required", "TEXT"), ("tool_sequence", "TEXT"),
@@ -111,7 +111,7 @@ TABLES: dict[str, Table] = {t.name: t for t in (
         ("version", "TEXT NOT NULL DEFAULT '1.0.0'"), ("enabled", "INTEGER NOT NULL DEFAULT 1"),
         ("embedding", "BLOB"), ("superseded_by", "TEXT"), ("created_at", "TEXT NOT NULL"),
         ("last_used_at", "TEXT")), since=3),
-    Table("skill_deltas", _cols(
+    Table(name="skill_deltas", columns=_cols(
         ("id", "TEXT PRIMARY KEY"), ("base_name", "TEXT NOT NULL"), ("base_root", "TEXT"),
         ("base_version", "TEXT"), ("scope", "TEXT NOT NULL"), ("kind", "TEXT NOT NULL"),
         ("learn_tier", "INTEGER NOT NULL DEFAULT 3"), ("anchor_section", "TEXT NOT NULL"),
@@ -121,10 +121,10 @@ TABLES: dict[str, Table] = {t.name: t for t in (
         ("attempt_count", "INTEGER NOT NULL DEFAULT 0"), ("embedding", "BLOB"),
         ("superseded_by", "TEXT"), ("created_at", "TEXT NOT NULL"), ("approved_at", "TEXT"),
         ("last_used_at", "TEXT")), since=4),
-    Table("synthesis_marks", _cols(
+    Table(name="synthesis_marks", columns=_cols(
         ("session_id", "TEXT PRIMARY KEY"), ("outcome", "TEXT NOT NULL"), ("goal", "TEXT"),
         ("detail", "TEXT"), ("marked_at", "TEXT NOT NULL")), since=5),
-    Table("forgotten", _cols(
+    Table(name="forgotten", columns=_cols(
         ("id", "INTEGER PRIMARY KEY AUTOINCREMENT"), ("content", "TEXT NOT NULL"),
         ("category", "TEXT"), ("sensitive", "INTEGER NOT NULL DEFAULT 0"),
         ("forgotten_at", "TEXT NOT NULL")), since=6),
@@ -132,31 +132,33 @@ TABLES: dict[str, Table] = {t.name: t for t in (
 
 #: GAIA's named indexes. GAIA (re)creates every one of them on each open.
 INDEXES: dict[str, Index] = {i.name: i for i in (
-    Index("idx_conv_session", "conversations", "session_id"),
-    Index("idx_conv_ts", "conversations", "timestamp DESC"),
-    Index("idx_conv_context", "conversations", "context"),
-    Index("idx_knowledge_due", "knowledge", "due_at", "due_at IS NOT NULL"),
-    Index("idx_knowledge_context", "knowledge", "context"),
-    Index("idx_knowledge_entity", "knowledge", "entity", "entity IS NOT NULL"),
-    Index("idx_knowledge_sensitive", "knowledge", "sensitive", "sensitive = 1"),
-    Index("idx_tool_name", "tool_history", "tool_name"),
-    Index("idx_tool_session", "tool_history", "session_id"),
-    Index("idx_tool_success", "tool_history", "success"),
-    Index("idx_tool_ts", "tool_history", "timestamp DESC"),
-    Index("idx_knowledge_no_embedding", "knowledge", "id", "embedding IS NULL", 2),
-    Index("idx_knowledge_superseded", "knowledge", "superseded_by",
-          "superseded_by IS NOT NULL", 2),
-    Index("idx_conv_not_consolidated", "conversations", "session_id",
-          "consolidated_at IS NULL", 2),
-    Index("idx_proc_name", "procedures", "name", since=3),
-    Index("idx_proc_enabled", "procedures", "enabled", "enabled = 1", 3),
-    Index("idx_proc_superseded", "procedures", "superseded_by",
-          "superseded_by IS NOT NULL", 3),
-    Index("idx_delta_base", "skill_deltas", "base_name, scope", since=4),
-    Index("idx_delta_active", "skill_deltas", "status", "status = 'active'", 4),
-    Index("idx_delta_superseded", "skill_deltas", "superseded_by",
-          "superseded_by IS NOT NULL", 4),
-    Index("idx_synthesis_marks_outcome", "synthesis_marks", "outcome", since=5),
+    Index(name="idx_conv_session", table="conversations", on="session_id"),
+    Index(name="idx_conv_ts", table="conversations", on="timestamp DESC"),
+    Index(name="idx_conv_context", table="conversations", on="context"),
+    Index(name="idx_knowledge_due", table="knowledge", on="due_at", where="due_at IS NOT NULL"),
+    Index(name="idx_knowledge_context", table="knowledge", on="context"),
+    Index(name="idx_knowledge_entity", table="knowledge", on="entity", where="entity IS NOT NULL"),
+    Index(name="idx_knowledge_sensitive", table="knowledge", on="sensitive", where="sensitive = 1"),
+    Index(name="idx_tool_name", table="tool_history", on="tool_name"),
+    Index(name="idx_tool_session", table="tool_history", on="session_id"),
+    Index(name="idx_tool_success", table="tool_history", on="success"),
+    Index(name="idx_tool_ts", table="tool_history", on="timestamp DESC"),
+    Index(name="idx_knowledge_no_embedding", table="knowledge", on="id", where="embedding IS NULL",
+          since=2),
+    Index(name="idx_knowledge_superseded", table="knowledge", on="superseded_by",
+          where="superseded_by IS NOT NULL", since=2),
+    Index(name="idx_conv_not_consolidated", table="conversations", on="session_id",
+          where="consolidated_at IS NULL", since=2),
+    Index(name="idx_proc_name", table="procedures", on="name", since=3),
+    Index(name="idx_proc_enabled", table="procedures", on="enabled", where="enabled = 1", since=3),
+    Index(name="idx_proc_superseded", table="procedures", on="superseded_by",
+          where="superseded_by IS NOT NULL", since=3),
+    Index(name="idx_delta_base", table="skill_deltas", on="base_name, scope", since=4),
+    Index(name="idx_delta_active", table="skill_deltas", on="status", where="status = 'active'",
+          since=4),
+    Index(name="idx_delta_superseded", table="skill_deltas", on="superseded_by",
+          where="superseded_by IS NOT NULL", since=4),
+    Index(name="idx_synthesis_marks_outcome", table="synthesis_marks", on="outcome", since=5),
 )}
 
 #: The FTS5 tables (both since v1): ``conversations_fts`` mirrors ``conversations`` through

@@ -180,7 +180,8 @@ def run_agent(llm: ChatModel, episode: Episode, *, tool_specs: Sequence[Mapping[
     t0 = time.perf_counter()
     solo = solo and user is None
     specs = _loaded(tool_specs, recalled) + ([_DONE_SPEC] if solo else [])
-    loop = _Loop([s["function"]["name"] for s in specs], solo_nudges if solo else 0)
+    loop = _Loop(offered=[s["function"]["name"] for s in specs],
+                 max_nudges=solo_nudges if solo else 0)
     opening = episode.task.prompt
     if user is not None:
         try:
@@ -211,12 +212,16 @@ def run_agent(llm: ChatModel, episode: Episode, *, tool_specs: Sequence[Mapping[
             _answered(loop, messages, (r.content or "").strip(), user)
     termination = loop.termination or "step-limit"
     score = episode.score(loop.transcript, termination)
-    return AgentRun(len(loop.made), tuple(loop.made), loop.failed, loop.turns, termination,
-                    score.success, score.reward, loop.p_tok, loop.c_tok,
-                    loop.turns - loop.hits, loop.hits, loop.from_text, loop.error,
-                    round(time.perf_counter() - t0, 3), loop.answer, tuple(loop.transcript),
-                    dict(score.detail), loop.unoffered,
-                    user.turns if user is not None else 0, loop.not_run, loop.nudges)
+    return AgentRun(steps=len(loop.made), calls=tuple(loop.made), failed_calls=loop.failed,
+                    turns=loop.turns, termination=termination, success=score.success,
+                    reward=score.reward, prompt_tokens=loop.p_tok, completion_tokens=loop.c_tok,
+                    llm_calls=loop.turns - loop.hits, cache_hits=loop.hits,
+                    content_calls=loop.from_text, error=loop.error,
+                    wall_s=round(time.perf_counter() - t0, 3), answer=loop.answer,
+                    transcript=tuple(loop.transcript), score_detail=dict(score.detail),
+                    unoffered_text_calls=loop.unoffered,
+                    user_turns=user.turns if user is not None else 0,
+                    text_calls_not_run=loop.not_run, nudges=loop.nudges)
 
 
 @dataclass
@@ -275,8 +280,8 @@ def _execute(loop: _Loop, episode: Episode, messages: list[dict[str, Any]], r: A
         at = now_iso()
         out = episode.execute(name, args)
         loop.failed += not out.ok
-        loop.transcript.append(Turn("call", name, _as_mapping(args), out.result, out.ok,
-                                    timestamp=at))
+        loop.transcript.append(Turn(kind="call", name=name, arguments=_as_mapping(args),
+                                    result=out.result, ok=out.ok, timestamp=at))
         messages.append({"role": "tool", "tool_call_id": tc.get("id")
                          or f"call_{loop.turns}_{i}", "content": out.result})
         if len(loop.made) >= step_limit:
@@ -316,8 +321,10 @@ def _answered(loop: _Loop, messages: list[dict[str, Any]], answer: str,
 
 def _failed(exc: LLMError, t0: float) -> AgentRun:
     """A run the simulated user could not open (no step taken, nothing to score)."""
-    return AgentRun(0, (), 0, 0, "model-error", None, None, 0, 0, 0, 0, 0,
-                    f"user {type(exc).__name__}: {exc}", round(time.perf_counter() - t0, 3))
+    return AgentRun(steps=0, calls=(), failed_calls=0, turns=0, termination="model-error",
+                    success=None, reward=None, prompt_tokens=0, completion_tokens=0, llm_calls=0,
+                    cache_hits=0, content_calls=0, error=f"user {type(exc).__name__}: {exc}",
+                    wall_s=round(time.perf_counter() - t0, 3))
 
 
 def _as_mapping(args: Any) -> dict[str, Any]:

@@ -60,20 +60,21 @@ class LiveHistoryReport:
 def _record(world: World, task_id: str, attempt: int, run: AgentRun, prompt: str,
             started: str, model: str | None) -> SessionRecord:
     sid = session_uuid(SOURCE, world.name, task_id, attempt)
-    calls = tuple(CallRecord(t.name, json.dumps(dict(t.arguments)) if t.arguments else None,
-                             t.result if t.ok else None, t.ok, t.timestamp,
+    calls = tuple(CallRecord(tool_name=t.name,
+                             args=json.dumps(dict(t.arguments)) if t.arguments else None,
+                             result=t.result if t.ok else None, success=t.ok, timestamp=t.timestamp,
                              error=None if t.ok else t.result)
                   for t in run.transcript if t.kind == "call")
-    turns = [TurnRecord("user", prompt, started)]
+    turns = [TurnRecord(role="user", content=prompt, timestamp=started)]
     if run.answer:
         last = next(t.timestamp for t in reversed(run.transcript) if t.kind == "answer")
-        turns.append(TurnRecord("assistant", run.answer, last))
-    label = SessionLabel(sid, SOURCE, task_id, attempt, run.success, run.reward,
-                         started_at=started,
+        turns.append(TurnRecord(role="assistant", content=run.answer, timestamp=last))
+    label = SessionLabel(session_id=sid, source=SOURCE, task_id=task_id, attempt=attempt,
+                         success=run.success, reward=run.reward, started_at=started,
                          extra={"world": world.name, "termination": run.termination,
                                 "chat_model": model, "steps": run.steps,
                                 "failed_calls": run.failed_calls})
-    return SessionRecord(sid, calls, tuple(turns), label)
+    return SessionRecord(session_id=sid, calls=calls, turns=tuple(turns), label=label)
 
 
 def live_history(world: World, llm: ChatModel, db_path: str | Path, *, tasks: Sequence[str],
@@ -104,7 +105,8 @@ def live_history(world: World, llm: ChatModel, db_path: str | Path, *, tasks: Se
     tasks = [world.task(t).task_id for t in tasks]  # the world's ids; unknown ones fail now
     db = Path(db_path)
     db.parent.mkdir(parents=True, exist_ok=True)
-    report = LiveHistoryReport(world.name, str(db), list(tasks), attempts)
+    report = LiveHistoryReport(world=world.name, db_path=str(db), tasks=list(tasks),
+                               attempts=attempts)
     specs, text = world.tool_specs(), world.policy() if policy else ""
     store = MemoryStore.open(db) if db.exists() else MemoryStore.init(db)
     begun = now_iso()

@@ -122,7 +122,8 @@ def inert_check(rows: Sequence[ProbeResult], runs: Sequence[Mapping[str, Any]]) 
             if a == b:
                 replay_ok += 1
             else:
-                divs.append(Divergence("replay", probe, 0, 0, _show(a), _show(b)))
+                divs.append(Divergence(where="replay", probe_session=probe, repeat=0, turn=0,
+                                       no_memory=_show(a), inert=_show(b)))
     pairs: dict[tuple[str, int], dict[str, Mapping[str, Any]]] = defaultdict(dict)
     for run in runs:
         pairs[(str(run["probe_session"]), int(run.get("repeat", 0)))][str(run["arm"])] = run
@@ -137,11 +138,11 @@ def inert_check(rows: Sequence[ProbeResult], runs: Sequence[Mapping[str, Any]]) 
         if at is None:
             live_ok += 1
         else:
-            divs.append(Divergence("live", probe, rep, at,
-                                   _show(ta[at] if at < len(ta) else None),
-                                   _show(tb[at] if at < len(tb) else None)))
-    return InertCheck(replay_ok + live_ok, replay_n + live_n, (replay_ok, replay_n),
-                      (live_ok, live_n), tuple(divs))
+            divs.append(Divergence(where="live", probe_session=probe, repeat=rep, turn=at,
+                                   no_memory=_show(ta[at] if at < len(ta) else None),
+                                   inert=_show(tb[at] if at < len(tb) else None)))
+    return InertCheck(identical=replay_ok + live_ok, n=replay_n + live_n,
+                      replay=(replay_ok, replay_n), live=(live_ok, live_n), divergences=tuple(divs))
 
 
 # ---------------------------------------------------------------------- KPIs
@@ -170,7 +171,7 @@ def _graded_arm(runs: Sequence[Mapping[str, Any]], gold: Sequence[GoldAction]) -
         w = first_write_at(gold, calls)
         if w is not None:
             first.append(float(w))
-    return _Graded(_mean(matched), _mean(failed), _mean(first))
+    return _Graded(matched=_mean(matched), failed_rate=_mean(failed), first_write=_mean(first))
 
 
 def graded_kpis(runs: Sequence[Mapping[str, Any]], gold: GoldSource,
@@ -239,8 +240,8 @@ def control_kpis(control: str | None, rows: Sequence[ProbeResult], kpis: Mapping
     check = None
     if control == "inert":
         check = inert_check(rows, runs)
-        out["inert_identical"] = KPI("inert_identical", check.share, None, None, check.n,
-                                     "runs")
+        out["inert_identical"] = KPI(name="inert_identical", value=check.share, lo=None, hi=None,
+                                     n=check.n, unit="runs")
     if runs and gold is not None and any(gold.actions(str(r["probe_session"])) for r in runs):
         family_of = {r.probe_session: r.family for r in rows}
         out.update({k.name: k for k in graded_kpis(runs, gold, family_of, seed=seed,
@@ -296,13 +297,15 @@ def oracle_gain_recovered(none: Sequence[float], synthesized: Sequence[float],
                                                                  strict=True)]
     g = len(set(families))
     if not triples:
-        return KPI(name, None, None, None, 0, unit, False, "ratio", "none", 0)
+        return KPI(name=name, value=None, lo=None, hi=None, n=0, unit=unit, estimate=False,
+                   kind="ratio", method="none", n_families=0)
     den = mean_kpi("oracle_minus_none", [c - a for a, _, c in triples], unit=unit,
                    clusters=families, seed=seed, n_boot=n_boot, level=level)
     if not _excludes_zero(den):
         ci = f"[{den.lo:.2f}, {den.hi:.2f}]" if den.lo is not None and den.hi is not None \
             else "(no interval)"
-        return KPI(name, None, None, None, len(triples), unit, False, "ratio", "none", g,
+        return KPI(name=name, value=None, lo=None, hi=None, n=len(triples), unit=unit,
+                   estimate=False, kind="ratio", method="none", n_families=g,
                    note=f"not measured: oracle - none {den.value:.2f} {ci} does not "
                    "exclude 0")
 
@@ -314,7 +317,8 @@ def oracle_gain_recovered(none: Sequence[float], synthesized: Sequence[float],
     if g >= MIN_FAMILIES:
         lo, hi = bootstrap_interval(triples, ratio, clusters=families, n_boot=n_boot,
                                     seed=seed, level=level)
-        return KPI(name, value, lo, hi, len(triples), unit, False, "ratio",
-                   "cluster-bootstrap", g)
-    return KPI(name, value, None, None, len(triples), unit, False, "ratio", "unavailable", g,
+        return KPI(name=name, value=value, lo=lo, hi=hi, n=len(triples), unit=unit, estimate=False,
+                   kind="ratio", method="cluster-bootstrap", n_families=g)
+    return KPI(name=name, value=value, lo=None, hi=None, n=len(triples), unit=unit, estimate=False,
+               kind="ratio", method="unavailable", n_families=g,
                note=f"{g} famil{'y' if g == 1 else 'ies'} < {MIN_FAMILIES}: no interval")

@@ -124,10 +124,10 @@ def gold_actions(raw: Iterable[Mapping[str, Any] | tuple[str, Mapping[str, Any]]
     for a in raw:
         if isinstance(a, Mapping):
             keys = a.get("compare_args")
-            out.append(GoldAction(str(a["name"]), dict(a.get("arguments") or {}),
-                                  None if keys is None else tuple(keys)))
+            out.append(GoldAction(name=str(a["name"]), arguments=dict(a.get("arguments") or {}),
+                                  compare_args=None if keys is None else tuple(keys)))
         else:
-            out.append(GoldAction(str(a[0]), dict(a[1] or {})))
+            out.append(GoldAction(name=str(a[0]), arguments=dict(a[1] or {})))
     return tuple(out)
 
 
@@ -414,7 +414,8 @@ class GoldSource:
             task, episode = self.world.task(task_id), self.world.start(task_id)
         except WorldError as exc:
             return self.skip(probe, f"task {task_id} cannot be started: {exc}")
-        calls = [TracedCall(a.name, a.arguments, episode.execute(a.name, dict(a.arguments)).result)
+        calls = [TracedCall(name=a.name, arguments=a.arguments,
+                            result=episode.execute(a.name, dict(a.arguments)).result)
                  for a in acts]
         customer = "\n".join(t for t in (task.prompt, task.instructions) if t)
         sources = argument_sources(calls, customer, enums=enum_values(self.world.tool_specs()))
@@ -524,6 +525,7 @@ def gold_source(cfg: PointOptions, labels: Mapping[str, SessionLabel], split: Sp
     descriptions = tool_descriptions(world.tool_specs()) if world is not None else {}
     runs = successful_runs(corpus, split.history, labels) \
         if cfg.strategy == "oracle-dataflow" and corpus is not None else {}
-    return GoldSource(labels, dict(split.families), world,  # type: ignore[arg-type]
-                      descriptions, cfg.seed,
-                      skills_dir if cfg.strategy in CONTROLS else None, runs=runs)
+    return GoldSource(labels=labels, families=dict(split.families),
+                      world=world,  # type: ignore[arg-type]
+                      descriptions=descriptions, seed=cfg.seed,
+                      skills_dir=skills_dir if cfg.strategy in CONTROLS else None, runs=runs)

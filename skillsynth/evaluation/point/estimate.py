@@ -64,7 +64,7 @@ def estimate_steps(calls: Sequence[ToolCall], tools: Iterable[str] | None) -> St
     baseline = len(calls)
     named = set(tools or ())
     if not named:
-        return StepEstimate(baseline, baseline, 0, 0)
+        return StepEstimate(baseline=baseline, estimate=baseline, saved=0, extra=0)
     seen_ok: set[tuple[str, str | None]] = set()
     saved = 0
     for c in calls:
@@ -75,4 +75,5 @@ def estimate_steps(calls: Sequence[ToolCall], tools: Iterable[str] | None) -> St
             seen_ok.add(key)
     used_ok = {c.tool_name for c in calls if c.success}
     extra = len(named - used_ok)
-    return StepEstimate(baseline, baseline - saved + extra, saved, extra)
+    return StepEstimate(baseline=baseline, estimate=baseline - saved + extra, saved=saved,
+                        extra=extra)

@@ -31,8 +31,8 @@ def _closed_port_client() -> ChatClient:
     with socket.socket() as s:  # bind, learn the port, close: nothing listens there now
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    return ChatClient(Endpoint("local", f"http://127.0.0.1:{port}/v1", "none",
-                               timeout_s=2.0, connect_timeout_s=1.0, max_retries=0))
+    return ChatClient(Endpoint(backend="local", base_url=f"http://127.0.0.1:{port}/v1",
+                               model="none", timeout_s=2.0, connect_timeout_s=1.0, max_retries=0))
 
 
 def check_floors(store: MemoryStore, strategy: Strategy, llm: ChatModel, embedder: Embeds,

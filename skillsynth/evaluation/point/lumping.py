@@ -52,8 +52,8 @@ def lumping_kpis(procedures: Sequence[Procedure], split: Split
     largest = max(sizes) / total if total else None
     kpis = [
         proportion_kpi("lumped_procedure_share", lumped, unit="procedures"),
-        KPI("largest_procedure_share", largest, None, None, len(active), "procedures",
-            kind="ratio",
+        KPI(name="largest_procedure_share", value=largest, lo=None, hi=None, n=len(active),
+            unit="procedures", kind="ratio",
             note="members of the largest active procedure over all active procedures'"),
     ]
     return kpis, {"families_per_procedure": spread, "lump_families": LUMP_FAMILIES,

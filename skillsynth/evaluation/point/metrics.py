@@ -251,12 +251,14 @@ def proportion_kpi(name: str, values: Sequence[float], *, unit: str,
     vals = [float(v) for v in values]
     fams = len(set(clusters)) if clusters is not None else None
     if not vals:
-        return KPI(name, None, None, None, 0, unit, estimate, "proportion", "none", fams)
+        return KPI(name=name, value=None, lo=None, hi=None, n=0, unit=unit, estimate=estimate,
+                   kind="proportion", method="none", n_families=fams)
     deff, _ = design_effect(vals, clusters)
     p = float(np.mean(vals))
     lo, hi = wilson_interval(p * len(vals) / deff, len(vals) / deff, level=level)
-    return KPI(name, p, lo, hi, len(vals), unit, estimate, "proportion",
-               "wilson" if deff == 1.0 else "wilson-deff", fams, round(deff, 4))
+    return KPI(name=name, value=p, lo=lo, hi=hi, n=len(vals), unit=unit, estimate=estimate,
+               kind="proportion", method="wilson" if deff == 1.0 else "wilson-deff",
+               n_families=fams, design_effect=round(deff, 4))
 
 
 #: The range of a share (a rate in [0, 1]) and of a paired change in one.
@@ -276,7 +278,8 @@ def mean_kpi(name: str, values: Sequence[float], *, unit: str, clusters: Sequenc
     be (0.75 [-0.05, 1.55] over 4), and a bound it cannot take is no information."""
     vals = [float(v) for v in values]
     if not vals:
-        return KPI(name, None, None, None, 0, unit, estimate, "mean", "none", 0)
+        return KPI(name=name, value=None, lo=None, hi=None, n=0, unit=unit, estimate=estimate,
+                   kind="mean", method="none", n_families=0)
     g = len(set(clusters))
     value = float(np.mean(vals))
     if g >= MIN_FAMILIES:
@@ -292,7 +295,8 @@ def mean_kpi(name: str, values: Sequence[float], *, unit: str, clusters: Sequenc
     low, high = bounds
     if lo is not None and hi is not None:
         lo, hi = (lo if low is None else max(lo, low)), (hi if high is None else min(hi, high))
-    return KPI(name, value, lo, hi, len(vals), unit, estimate, "mean", method, g, note=note)
+    return KPI(name=name, value=value, lo=lo, hi=hi, n=len(vals), unit=unit, estimate=estimate,
+               kind="mean", method=method, n_families=g, note=note)
 
 
 def _reduction(r: ProbeResult) -> float:
@@ -313,9 +317,10 @@ def _arm(runs: Sequence[ProbeResult]) -> _Arm:
     judged = [r for r in runs if r.success is not None]
     ok = [r.steps for r in judged if r.success]
     toks = [r.prompt_tokens for r in runs if r.prompt_tokens is not None]
-    return _Arm(runs[0].family, _mean([float(bool(r.success)) for r in judged]) if judged
-                else None, _mean([float(x) for x in ok]) if ok else None,
-                _mean([float(x) for x in toks]) if toks else None)
+    return _Arm(family=runs[0].family,
+                success=_mean([float(bool(r.success)) for r in judged]) if judged else None,
+                steps_ok=_mean([float(x) for x in ok]) if ok else None,
+                prompt_tokens=_mean([float(x) for x in toks]) if toks else None)
 
 
 def _live_kpis(live: Sequence[ProbeResult], kw: dict[str, Any]) -> list[KPI]:
@@ -459,12 +464,13 @@ def _synthesis_kpis(procedures: Sequence[ProcedureCheck], floors: Mapping[str, b
                               [float(c.provenance_ok) for c in procedures], unit="procedures"))
     out.append(proportion_kpi("grounded_tools_rate", [float(x) for x in grounded],
                               unit="answers"))
-    out.append(KPI("duplicate_name_count", float(duplicate_names), None, None,
-                   sum(grounded), "skills"))
+    out.append(KPI(name="duplicate_name_count", value=float(duplicate_names), lo=None, hi=None,
+                   n=sum(grounded), unit="skills"))
     exercised = [ok for ok in floors.values() if ok is not None]
     out.append(proportion_kpi("floors_behaved", [float(x) for x in exercised], unit="floors"))
-    out.append(KPI("llm_calls", float(llm_calls), None, None, llm_calls + cache_hits, "calls"))
+    out.append(KPI(name="llm_calls", value=float(llm_calls), lo=None, hi=None,
+                   n=llm_calls + cache_hits, unit="calls"))
     lookups = llm_calls + cache_hits
-    out.append(KPI("cache_hit_rate", cache_hits / lookups if lookups else None, None, None,
-                   lookups, "calls"))
+    out.append(KPI(name="cache_hit_rate", value=cache_hits / lookups if lookups else None, lo=None,
+                   hi=None, n=lookups, unit="calls"))
     return out

@@ -34,8 +34,8 @@ from ...models.embed import Embeds
 from ...pipeline.inject import CutPlace, RecallCut, classify_cut
 from ...pipeline.synthesize import PassReport
 from ...store import Procedure
+from .context import PassRecord
 from .metrics import KPI, N_BOOT, ProbeResult, mean_kpi, proportion_kpi
-from .rolling import PassRecord
 from .split import Split, procedure_families
 
 __all__ = ["DuplicatePair", "StartCost", "cut_places", "duplicate_pairs", "family_counts",
@@ -83,9 +83,12 @@ def starts_from_passes(passes: Sequence[PassRecord]) -> list[StartCost]:
     out, before = [], 0
     for p in passes:
         handed = p.qualified - p.left_for_later if p.status == "ran" else 0
-        out.append(StartCost(p.index + 1, p.status, p.llm_calls + p.cache_hits, p.cache_hits,
-                             p.wall_s, p.read, max(p.consumed - before, 0), p.qualified,
-                             max(handed, 0), p.left_for_later, p.active_procedures))
+        out.append(StartCost(start=p.index + 1, status=p.status,
+                             model_calls=p.llm_calls + p.cache_hits, cache_hits=p.cache_hits,
+                             seconds=p.wall_s, sessions_read=p.read,
+                             sessions_consumed=max(p.consumed - before, 0), qualified=p.qualified,
+                             handed=max(handed, 0), left_for_later=p.left_for_later,
+                             active_procedures=p.active_procedures))
         before = p.consumed
     return out
 
@@ -96,10 +99,12 @@ def starts_from_report(report: PassReport | None, seconds: float,
     if report is None:
         return []
     handed = report.qualified - report.left_for_later if report.status == "ran" else 0
-    return [StartCost(1, report.status, report.llm_calls + report.cache_hits,
-                      report.cache_hits, round(seconds, 3), report.sessions,
-                      len(report.handed), report.qualified, max(handed, 0),
-                      report.left_for_later, active)]
+    return [StartCost(start=1, status=report.status,
+                      model_calls=report.llm_calls + report.cache_hits,
+                      cache_hits=report.cache_hits, seconds=round(seconds, 3),
+                      sessions_read=report.sessions, sessions_consumed=len(report.handed),
+                      qualified=report.qualified, handed=max(handed, 0),
+                      left_for_later=report.left_for_later, active_procedures=active)]
 
 
 def starts_until_drained(starts: Sequence[StartCost]) -> int | None:
@@ -122,9 +127,10 @@ def starts_until_drained(starts: Sequence[StartCost]) -> int | None:
 
 def _per_start(name: str, values: Sequence[float], unit: str = "starts") -> KPI:
     if not values:
-        return KPI(name, None, None, None, 0, unit, kind="mean", note="no synthesis pass")
-    return KPI(name, float(np.mean(values)), None, None, len(values), unit, kind="mean",
-               note=_SEQUENCE_NOTE)
+        return KPI(name=name, value=None, lo=None, hi=None, n=0, unit=unit, kind="mean",
+                   note="no synthesis pass")
+    return KPI(name=name, value=float(np.mean(values)), lo=None, hi=None, n=len(values), unit=unit,
+               kind="mean", note=_SEQUENCE_NOTE)
 
 
 def startup_kpis(starts: Sequence[StartCost]) -> list[KPI]:
@@ -135,14 +141,16 @@ def startup_kpis(starts: Sequence[StartCost]) -> list[KPI]:
         _per_start("startup_model_calls", [s.model_calls for s in starts]),
         _per_start("startup_seconds", [s.seconds for s in starts]),
         _per_start("startup_sessions_consumed", [s.sessions_consumed for s in starts]),
-        KPI("startup_model_calls_max", float(max((s.model_calls for s in starts), default=0)),
-            None, None, n, "starts"),
-        KPI("starts_until_drained", None if drained is None else float(drained), None, None,
-            n, "starts", note="" if drained is not None or not n else
+        KPI(name="startup_model_calls_max",
+            value=float(max((s.model_calls for s in starts), default=0)),
+            lo=None, hi=None, n=n, unit="starts"),
+        KPI(name="starts_until_drained", value=None if drained is None else float(drained),
+            lo=None, hi=None, n=n, unit="starts", note="" if drained is not None or not n else
             f"not drained: a qualified cluster was still left for later at the last of {n} "
             "start(s)"),
-        KPI("startup_backlog_max", float(max((s.left_for_later for s in starts), default=0)),
-            None, None, n, "starts"),
+        KPI(name="startup_backlog_max",
+            value=float(max((s.left_for_later for s in starts), default=0)),
+            lo=None, hi=None, n=n, unit="starts"),
     ]
 
 
@@ -207,9 +215,10 @@ def _fragmentation(procedures: Sequence[Procedure], split: Split, seed: int, n_b
                  n_boot=n_boot),
         proportion_kpi("fragmented_family_share", [float(v > 1) for v in values],
                        unit="families"),
-        KPI("families_served", float(len(counts)), None, None, labelled, "families"),
-        KPI("procedures_without_family", float(none), None, None,
-            sum(counts.values()) + none, "procedures"),
+        KPI(name="families_served", value=float(len(counts)), lo=None, hi=None, n=labelled,
+            unit="families"),
+        KPI(name="procedures_without_family", value=float(none), lo=None, hi=None,
+            n=sum(counts.values()) + none, unit="procedures"),
     ]
     return kpis, {"per_family": counts, "without_family": none}
 
@@ -242,15 +251,16 @@ def outcome_kpis(rows: Sequence[ProbeResult], procedures: Sequence[Procedure],
              < min_success_rate]
     possible = len(outcomes)
     kpis = [
-        KPI("outcome_updates_recorded", float(recorded), None, None, len(first_counts),
-            "procedures"),
-        KPI("outcome_updates_possible", float(possible), None, None, possible, "recalled"),
-        KPI("outcome_failures_possible", float(possible - sum(outcomes)), None, None,
-            possible, "recalled"),
+        KPI(name="outcome_updates_recorded", value=float(recorded), lo=None, hi=None,
+            n=len(first_counts), unit="procedures"),
+        KPI(name="outcome_updates_possible", value=float(possible), lo=None, hi=None, n=possible,
+            unit="recalled"),
+        KPI(name="outcome_failures_possible", value=float(possible - sum(outcomes)), lo=None,
+            hi=None, n=possible, unit="recalled"),
         proportion_kpi("recalled_outcome_success_share", outcomes, unit="recalled",
                        clusters=fams),
-        KPI("procedures_below_rate_with_feedback", float(len(below)), None, None, len(fed),
-            "procedures"),
+        KPI(name="procedures_below_rate_with_feedback", value=float(len(below)), lo=None, hi=None,
+            n=len(fed), unit="procedures"),
     ]
     return kpis, {"feedback": {pid: {"successes": s, "attempts": a}
                                for pid, (s, a) in sorted(fed.items())},
@@ -315,9 +325,11 @@ def duplicate_pairs(procedures: Sequence[Procedure], vectors: Mapping[str, np.nd
                 q.tools_required)
             if meaning or tools:
                 fp, fq = fam[p.id], fam[q.id]
-                out.append(DuplicatePair(
-                    p.id, q.id, (p.name, q.name), None if cos is None else round(cos, 6),
-                    meaning, tools, None if fp is None or fq is None else fp[0] == fq[0]))
+                out.append(DuplicatePair(a=p.id, b=q.id, names=(p.name, q.name),
+                                         cosine=None if cos is None else round(cos, 6),
+                                         by_meaning=meaning, by_tools=tools,
+                                         same_family=None if fp is None or fq is None
+                                         else fp[0] == fq[0]))
     return out
 
 
@@ -328,11 +340,13 @@ def _duplicates(procedures: Sequence[Procedure], vectors: Mapping[str, np.ndarra
     paired = {x for d in pairs for x in (d.a, d.b)}
     n_pairs = math.comb(len(active), 2)
     kpis = [
-        KPI("duplicate_procedure_pairs", float(len(pairs)), None, None, n_pairs, "pairs"),
+        KPI(name="duplicate_procedure_pairs", value=float(len(pairs)), lo=None, hi=None, n=n_pairs,
+            unit="pairs"),
         proportion_kpi("duplicate_procedure_share", [float(a in paired) for a in active],
                        unit="procedures"),
-        KPI("duplicate_pairs_same_family", float(sum(d.same_family is True for d in pairs)),
-            None, None, len(pairs), "pairs"),
+        KPI(name="duplicate_pairs_same_family",
+            value=float(sum(d.same_family is True for d in pairs)), lo=None, hi=None, n=len(pairs),
+            unit="pairs"),
     ]
     return kpis, {"tau": tau, "pairs": [dataclasses.asdict(d) for d in pairs],
                   "by_meaning": sum(d.by_meaning for d in pairs),
@@ -356,8 +370,9 @@ def question_kpis(rows: Sequence[ProbeResult], procedures: Sequence[Procedure], 
     frag, frag_info = _fragmentation(procedures, split, seed, n_boot)
     outc, outc_info = outcome_kpis(rows, procedures, first_counts, th.min_success_rate)
     dups, dup_info = _duplicates(procedures, vectors, th.effective_reconcile_tau, split)
-    cap = KPI("distill_cap", None if distill_cap is None else float(distill_cap), None, None,
-              len(starts), "starts", note="" if distill_cap is not None else "no synthesis")
+    cap = KPI(name="distill_cap", value=None if distill_cap is None else float(distill_cap),
+              lo=None, hi=None, n=len(starts), unit="starts",
+              note="" if distill_cap is not None else "no synthesis")
     kpis = [*trunc, *frag, *startup_kpis(starts), cap, *outc, *dups]
     info = {"truncation": {"cut": cut, "max_recall_body_chars": th.max_recall_body_chars,
                            "places": cut_info},

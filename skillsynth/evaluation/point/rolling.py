@@ -23,72 +23,33 @@ import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-from ...config import Thresholds
 from ...corpora.gaiadb import read_gaia_db
 from ...corpora.importing import write_session
 from ...corpora.labels import SessionLabel
 from ...corpora.records import SessionRecord
 from ...errors import EvaluationError
-from ...models.embed import Embeds
-from ...pipeline.cluster import RateDefinition
-from ...pipeline.distill import DistillArgs, Distiller, DistillMode
-from ...pipeline.inject import RecallCut
-from ...pipeline.recall import RecallKey
+from ...models.embed import check_store_embedder
 from ...pipeline.synthesize import PassReport
-from ...pipeline.verify import Verifier
-from ...protocols import ChatModel
 from ...store import MemoryStore
-from ..strategies import Strategy
 from .complete import require_pass
+from .context import (
+    PassRecord,
+    PointContext,
+    ProtocolRun,
+    check_procedures,
+    families_without_probe,
+)
+from .floors import check_floors
 from .metrics import ProbeResult
 from .options import CadenceUnit
 from .scoring import FloorWitness, probe_rows, progress_bar, store_view
-from .split import Split
 
-if TYPE_CHECKING:
-    from .controls import GoldSource
-
-__all__ = ["PassRecord", "Rolling", "replay_order", "run_rolling"]
+__all__ = ["Rolling", "replay", "replay_order", "run_rolling"]
 
 #: The label flag of an importer that had to make timestamps up.
 _MADE_UP = "synthetic-timestamps"
-
-
-@dataclass(frozen=True)
-class PassRecord:
-    """One simulated process start's pass.
-
-    Attributes:
-        index: 0-based.
-        at_session: sessions already in the store when it ran.
-        status: the pass's status (``ran``, ``llm-unavailable``, ...).
-        read: sessions the pass read (past the watermark, not marked consumed).
-        qualified, distilled, added, updated: the pass's counts.
-        left_for_later: qualified clusters the pass did not hand to the distiller (over
-            ``max_clusters_per_pass``, or gaia-shipped's two distillations a pass); a later
-            pass may reach them.
-        llm_calls, cache_hits: distillation answers, uncached and cached.
-        active_procedures: active procedures after the pass.
-        wall_s: the pass's wall time (model answers included, cached or not).
-        consumed: sessions marked consumed after the pass (all passes so far).
-    """
-
-    index: int
-    at_session: int
-    status: str
-    read: int
-    qualified: int
-    distilled: int
-    added: int
-    updated: int
-    left_for_later: int
-    llm_calls: int
-    cache_hits: int
-    active_procedures: int
-    wall_s: float = 0.0
-    consumed: int = 0
 
 
 @dataclass(frozen=True)
@@ -137,8 +98,9 @@ def replay_order(records: list[SessionRecord], labels: Mapping[str, SessionLabel
     recorded order alone).
     """
     have = {r.session_id for r in records}
-    entries = [_Entry(r.session_id, r, _start(r, labels)) for r in records]
-    entries += [_Entry(sid, None, x.started_at) for sid, x in labels.items() if sid not in have]
+    entries = [_Entry(session_id=r.session_id, record=r, start=_start(r, labels)) for r in records]
+    entries += [_Entry(session_id=sid, record=None,
+                       start=x.started_at) for sid, x in labels.items() if sid not in have]
     made_up = any(_MADE_UP in x.flags for x in labels.values())
     if any(e.start is None for e in entries):
         return [e for e in entries if e.record is not None], "recorded"
@@ -155,28 +117,42 @@ def _day(ts: str | None, where: str) -> int:
                               "days needs one") from None
 
 
-def run_rolling(corpus: MemoryStore, store: MemoryStore, *, strategy: Strategy,
-                llm: ChatModel, embedder: Embeds, th: Thresholds, split: Split,
-                labels: Mapping[str, SessionLabel], k: int, mode: DistillMode,
-                recall_key: RecallKey, rate: RateDefinition, cadence: int,
-                cadence_unit: CadenceUnit, progress: bool = False,
-                gold: GoldSource | None = None, recall_cut: RecallCut = "raw",
-                verifier: Verifier | None = None, distill_args: DistillArgs = "none",
-                distiller: Distiller = "llm") -> Rolling:
+def run_rolling(ctx: PointContext) -> ProtocolRun:
+    """The corpus replayed in order with a pass every ``cadence`` (see the module
+    docstring), into a fresh history store; then each procedure checked and the floors."""
+    cfg, strategy = ctx.cfg, ctx.strategy
+    with MemoryStore.open(cfg.corpus, read_only=True) as corpus, \
+            MemoryStore.init(ctx.history_db) as store, ctx.stage("rolling_passes"):
+        check_store_embedder(store, ctx.embedder)
+        rolled = replay(ctx, corpus, store)
+        checks = check_procedures(store, ctx.split, ctx.out, set(store.session_ids()))
+        floors = check_floors(store, strategy, ctx.llm, ctx.embedder, ctx.th, cfg.mode,
+                              rolled.witness.goal,
+                              lambda: strategy.recaller(store, ctx.queries, ctx.th,
+                                                        cfg.recall_key))
+    split_info = {"k": ctx.split.k, "protocol": "rolling", **rolled.info(),
+                  "families_without_probe": families_without_probe(ctx.split)}
+    return ProtocolRun(rows=list(rolled.rows), reports=list(rolled.reports),
+                       witness=rolled.witness, checks=checks, floors=floors,
+                       split_info=split_info, live_info=None, passes=rolled.passes,
+                       first_counts=dict(rolled.first_counts))
+
+
+def replay(ctx: PointContext, corpus: MemoryStore, store: MemoryStore) -> Rolling:
     """Replay ``corpus`` into the empty ``store`` (see the module docstring).
 
-    ``split`` supplies the families (scoring only). ``labels`` give order, task ids and,
-    with ``rate: session``, the outcomes the pass qualifies clusters by. ``gold``: the
-    point's gold source, handed to the control arms' recall. ``recall_cut``: how the
-    injected block cuts long bodies. ``verifier``: each pass's (the ``verify`` option).
+    The split supplies the families (scoring only). The labels give order, task ids and,
+    with ``rate: session``, the outcomes the pass qualifies clusters by. The gold source is
+    handed to the control arms' recall; each pass runs with the point's verifier.
 
     Raises:
         EvaluationError: a cadence below 1, a cadence in days over a corpus without real
             timestamps, or (a bug) a probe found in the store it is recalled against.
     """
+    cfg, strategy, th, split, labels = ctx.cfg, ctx.strategy, ctx.th, ctx.split, ctx.labels
+    cadence, cadence_unit = cfg.cadence, cfg.cadence_unit
     ordered, ordered_by = _replay(corpus, labels, cadence, cadence_unit)
-    outcomes = {s: x.success for s, x in labels.items() if x.success is not None}
-    view = store_view(store, strategy, embedder, th, recall_key, split, gold)
+    view = store_view(store, strategy, ctx.queries, th, cfg.recall_key, split, ctx.gold)
     seen: Counter[str] = Counter()
     tasks: set[str] = set()
     reports: list[PassReport] = []
@@ -188,7 +164,7 @@ def run_rolling(corpus: MemoryStore, store: MemoryStore, *, strategy: Strategy,
     no_goal = checked = last_pos = 0
     last_day = _day(ordered[0].start, str(corpus.path)) \
         if ordered and cadence_unit == "days" else 0
-    for pos, entry in enumerate(progress_bar(ordered, progress, "sessions")):
+    for pos, entry in enumerate(progress_bar(ordered, ctx.progress, "sessions")):
         sid = entry.session_id
         day = _day(entry.start, f"{corpus.path}: session {sid}") \
             if cadence_unit == "days" else 0
@@ -196,17 +172,16 @@ def run_rolling(corpus: MemoryStore, store: MemoryStore, *, strategy: Strategy,
             (day - last_day >= cadence)
         if due and strategy.method is not None:
             last_pos, last_day = pos, day
-            rep, record = _synthesis_pass(store, strategy, llm, embedder, th, mode, rate,
-                                          outcomes, verifier, index=len(passes), at=pos,
-                                          args=distill_args, distiller=distiller)
+            rep, record = _synthesis_pass(ctx, store, index=len(passes), at=pos)
             reports.append(rep)
             passes.append(record)
-            view = store_view(store, strategy, embedder, th, recall_key, split, gold)
+            view = store_view(store, strategy, ctx.queries, th, cfg.recall_key, split,
+                              ctx.gold)
             for p in view.procedures:
                 first.setdefault(p.id, (p.success_count, p.attempt_count))
         family = split.family(sid)
         label = labels.get(sid)
-        if family is not None and seen[family] >= k:
+        if family is not None and seen[family] >= cfg.k:
             probes.append(sid)
             if store.sessions_with_calls([sid]):
                 raise EvaluationError(f"probe {sid} is already in the store it is to be "
@@ -218,19 +193,20 @@ def run_rolling(corpus: MemoryStore, store: MemoryStore, *, strategy: Strategy,
             else:
                 task = label.task_id if label is not None else None
                 rows += probe_rows(
-                    strategy, th, view, embedder, session_id=sid, goal=turn.content,
+                    strategy, th, view, ctx.queries, session_id=sid, goal=turn.content,
                     calls=corpus.tool_calls(sid), family=family,
                     success=label.success if label is not None else None,
                     seen_task=None if task is None else task in tasks, witness=witness,
-                    recall_cut=recall_cut)
+                    recall_cut=cfg.recall_cut)
         if entry.record is not None:  # a session without calls leaves nothing to detect
             write_session(store, entry.record)
         if family is not None:
             seen[family] += 1
         if label is not None and label.task_id is not None:
             tasks.add(label.task_id)
-    return Rolling(rows, tuple(reports), tuple(passes), tuple(probes), witness, ordered_by,
-                   len(ordered), no_goal, checked, first)
+    return Rolling(rows=rows, reports=tuple(reports), passes=tuple(passes), probes=tuple(probes),
+                   witness=witness, ordered_by=ordered_by, sessions=len(ordered),
+                   probes_without_goal=no_goal, leak_checks=checked, first_counts=first)
 
 
 def _replay(corpus: MemoryStore, labels: Mapping[str, SessionLabel], cadence: int,
@@ -248,23 +224,23 @@ def _replay(corpus: MemoryStore, labels: Mapping[str, SessionLabel], cadence: in
     return ordered, ordered_by
 
 
-def _synthesis_pass(store: MemoryStore, strategy: Strategy, llm: ChatModel, embedder: Embeds,
-                    th: Thresholds, mode: DistillMode, rate: RateDefinition,
-                    outcomes: Mapping[str, bool], verifier: Verifier | None, *, index: int, at: int,
-                    args: DistillArgs = "none", distiller: Distiller = "llm"
+def _synthesis_pass(ctx: PointContext, store: MemoryStore, *, index: int, at: int
                     ) -> tuple[PassReport, PassRecord]:
     """One due pass of the strategy over the store, timed, and its record."""
+    cfg = ctx.cfg
     t0 = time.perf_counter()
-    rep = strategy.synthesize(store, llm, embedder, th, mode=mode, rate=rate,
-                              outcomes=outcomes, verifier=verifier, args=args,
-                              distiller=distiller)
+    rep = ctx.strategy.synthesize(store, ctx.llm, ctx.queries, ctx.th, mode=cfg.mode,
+                                  rate=cfg.rate, outcomes=ctx.outcomes, verifier=ctx.verifier,
+                                  args=cfg.distill_args, distiller=cfg.distiller)
     took = time.perf_counter() - t0
     assert rep is not None  # a strategy with a method synthesizes
     require_pass(rep, f"rolling pass {index} (after {at} session(s))")
-    return rep, PassRecord(
-        index, at, rep.status, rep.sessions, rep.qualified, rep.distilled, rep.added,
-        rep.updated, rep.left_for_later, rep.llm_calls, rep.cache_hits,
-        len(store.procedures(active_only=True)), round(took, 3), len(store.synthesis_marks()))
+    return rep, PassRecord(index=index, at_session=at, status=rep.status, read=rep.sessions,
+                           qualified=rep.qualified, distilled=rep.distilled, added=rep.added,
+                           updated=rep.updated, left_for_later=rep.left_for_later,
+                           llm_calls=rep.llm_calls, cache_hits=rep.cache_hits,
+                           active_procedures=len(store.procedures(active_only=True)),
+                           wall_s=round(took, 3), consumed=len(store.synthesis_marks()))
 
 
 def _start(rec: SessionRecord, labels: Mapping[str, SessionLabel]) -> str | None:

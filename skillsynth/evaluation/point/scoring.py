@@ -79,10 +79,11 @@ def store_view(store: MemoryStore, strategy: Strategy, embedder: Embeds, th: Thr
     procs = store.procedures()
     fam_of = {p.id: procedure_families(p, split) for p in procs}
     return StoreView(
-        strategy.recaller(store, embedder, th, key, gold=gold),
-        recall_index(store, embedder, key if strategy.recall_kind == "embedding"
-                     else "when_to_use"),
-        fam_of, {f for p in procs if p.active for f in fam_of[p.id]}, procs)
+        recaller=strategy.recaller(store, embedder, th, key, gold=gold),
+        index=recall_index(store, embedder, key if strategy.recall_kind == "embedding"
+                           else "when_to_use"),
+        fam_of=fam_of, active_fams={f for p in procs if p.active for f in fam_of[p.id]},
+        procedures=procs)
 
 
 def hits_of(embedder: Embeds) -> int:

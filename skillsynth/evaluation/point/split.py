@@ -114,7 +114,8 @@ def split_attempts(labels: list[SessionLabel], k: int = 3, *,
         if len(ordered) > k:
             probes.append(ordered[k])
             left_out.update(x.session_id for x in ordered[k + 1:])
-    return Split(k, frozenset(history), tuple(probes), frozenset(left_out), family, fams)
+    return Split(k=k, history=frozenset(history), probes=tuple(probes),
+                 left_out=frozenset(left_out), rule=family, families=fams)
 
 
 def procedure_families(proc: Procedure, split: Split) -> tuple[str, ...]:

@@ -13,17 +13,47 @@ keys depend on the protocol), the live run and the details behind GAIA's questio
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from ...pipeline.synthesize import PassReport
 from .metrics import KPI, ProcedureCheck
 
-__all__ = ["SUMMARY", "CorpusInfo", "ModelCalls", "PointSummary", "Versions"]
+__all__ = ["SUMMARY", "CorpusInfo", "ModelCalls", "PointSummary", "Versions",
+           "combined_report"]
 
 #: The file whose presence marks a finished point.
 SUMMARY = "summary.json"
+
+
+#: How a rolling point's passes combine besides the counters (each int or float field of
+#: :class:`~skillsynth.pipeline.synthesize.PassReport`, summed): the rule is every pass's,
+#: what is left over is the last pass's, skip reasons and failed shares are every pass's.
+#: Its other fields (ids, messages, the watermark) describe one pass: they stay in the
+#: pass's own record.
+_FIRST, _LAST, _EVERY = ("verify",), ("left_for_later",), ("skipped", "failed_shares")
+
+
+def combined_report(reports: Sequence[PassReport]) -> dict[str, Any] | None:
+    """The summary's ``pass``: one pass's report, or the combination over a rolling point's
+    passes (status: the worst; ``passes``: how many). A counter added to ``PassReport``
+    reaches it with no change here."""
+    if not reports:
+        return None
+    if len(reports) == 1:
+        return reports[0].as_dict()
+    out: dict[str, Any] = {"status": next((r.status for r in reports if r.status != "ran"),
+                                          "ran"), "passes": len(reports)}
+    for f in fields(reports[0]):
+        if f.type in ("int", "float", int, float) and f.name not in _FIRST + _LAST:
+            out[f.name] = sum(getattr(r, f.name) for r in reports)
+    out |= {name: getattr(reports[0], name) for name in _FIRST}
+    out |= {name: getattr(reports[-1], name) for name in _LAST}
+    out |= {name: [list(x) if isinstance(x, tuple) else x for r in reports
+                   for x in getattr(r, name)] for name in _EVERY}
+    return out
 
 
 def _known(cls: type, d: Mapping[str, Any]) -> dict[str, Any]:

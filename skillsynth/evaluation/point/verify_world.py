@@ -105,7 +105,7 @@ class WorldVerifier:
             ok = run.success is True and (limit is None or run.steps <= limit)
             detail = _detail(run.as_dict()) | ({} if limit is None
                                                 else {"median_member_calls": limit})
-            tries.append(Attempt(sid, ok, task, detail))
+            tries.append(Attempt(session=sid, ok=ok, task_id=task, detail=detail))
         return threshold_verdict(self.rule, tries, self.min_success, model_calls=calls,
                                  cache_hits=hits, passed_means="succeeded" if limit is None
                                  else f"succeeded within {limit:g} calls (the members' "
@@ -140,8 +140,10 @@ def point_verifier(cfg: PointOptions, llm: ChatModel, labels: Mapping[str, Sessi
     if not task_of:
         raise ConfigError(f"verify: world found no labelled session whose task is a task of "
                           f"{world.name}", key="verify")
-    return WorldVerifier(llm, world, task_of, config, cfg.verify_tasks, cfg.verify_min_success,
-                         cfg.step_limit, cfg.policy, cfg.recall_cut, user, cfg.verify_calls)
+    return WorldVerifier(llm=llm, world=world, task_of=task_of, config=config,
+                         tasks=cfg.verify_tasks, min_success=cfg.verify_min_success,
+                         step_limit=cfg.step_limit, policy=cfg.policy, recall_cut=cfg.recall_cut,
+                         user=user, calls=cfg.verify_calls)
 
 
 def verify_kpis(reports: Sequence[PassReport]) -> list[KPI]:
@@ -155,8 +157,8 @@ def verify_kpis(reports: Sequence[PassReport]) -> list[KPI]:
     note = "" if verified else "no candidate was verified"
 
     def per(name: str, total: float, what: str) -> KPI:
-        return KPI(name, round(total / verified, 4) if verified else None, None, None,
-                   verified, "procedures", kind="ratio", note=note or what)
+        return KPI(name=name, value=round(total / verified, 4) if verified else None, lo=None,
+                   hi=None, n=verified, unit="procedures", kind="ratio", note=note or what)
 
     calls = sum(r.verify_calls for r in ran)
     return [proportion_kpi("verified_share", shares, unit="candidates"),

@@ -104,9 +104,10 @@ def gate(run_dir: str | Path, baseline: str | Path | None = None, *,
             for row in verdict_rows(pt, run_control(summary.points, pt),
                                     run_negative(summary.points, pt)):
                 why = f" ({row.why})" if row.why else ""
-                checks.append(GateCheck(pt.id, f"verdict ({label}): {row.criterion}",
-                                        row.value, f"{row.target}; status {row.status}{why}",
-                                        row.status != "FAIL", row.status in UNDECIDED))
+                checks.append(GateCheck(point=pt.id, check=f"verdict ({label}): {row.criterion}",
+                                        value=row.value,
+                                        required=f"{row.target}; status {row.status}{why}",
+                                        ok=row.status != "FAIL", warn=row.status in UNDECIDED))
     return checks
 
 
@@ -114,21 +115,23 @@ def gate_checks(summary: SweepSummary, baseline: str | Path | None) -> list[Gate
     """The validity, floor and baseline checks of a run's summary (no verdict)."""
     checks: list[GateCheck] = []
     for pid, why in summary.failed.items():
-        checks.append(GateCheck(pid, "point finished", None, why.splitlines()[0][:200], False))
+        checks.append(GateCheck(point=pid, check="point finished", value=None,
+                                required=why.splitlines()[0][:200], ok=False))
     base = _load_baseline(baseline) if baseline else {"entries": []}
     for pt in summary.points:
         k = pt.kpis
         status = pt.pass_status
         if status is not None:  # a design with synthesis: a pass that did not run is no result
-            checks.append(GateCheck(pt.id, "synthesis pass ran", None, f"status {status!r}",
-                                    status == "ran"))
+            checks.append(GateCheck(point=pt.id, check="synthesis pass ran", value=None,
+                                    required=f"status {status!r}", ok=status == "ran"))
         for prof in PROFILES:
             v = k[f"validity_{prof}"].value
-            checks.append(GateCheck(pt.id, f"validity_{prof}", v, "= 1.0 (or no procedure)",
-                                    v is None or v == 1.0))
+            checks.append(GateCheck(point=pt.id, check=f"validity_{prof}", value=v,
+                                    required="= 1.0 (or no procedure)", ok=v is None or v == 1.0))
         for floor, ok in pt.floors.items():
-            checks.append(GateCheck(pt.id, f"floor {floor}", None if ok is None else float(ok),
-                                    "behaves (or not exercised)", ok is not False))
+            checks.append(GateCheck(point=pt.id, check=f"floor {floor}",
+                                    value=None if ok is None else float(ok),
+                                    required="behaves (or not exercised)", ok=ok is not False))
         for e in base["entries"]:
             if not _matches(pt, e["match"]):
                 continue
@@ -141,8 +144,8 @@ def gate_checks(summary: SweepSummary, baseline: str | Path | None) -> list[Gate
                 higher = spec.get("better", "higher") == "higher"
                 ok = v is not None and (v >= ref - tol if higher else v <= ref + tol)
                 need = f">= {ref - tol:.3f}" if higher else f"<= {ref + tol:.3f}"
-                checks.append(GateCheck(pt.id, name, v, f"{need} (baseline {ref:g} "
-                                        f"± {tol:g})", ok))
+                checks.append(GateCheck(point=pt.id, check=name, value=v,
+                                        required=f"{need} (baseline {ref:g} ± {tol:g})", ok=ok))
     return checks
 
 

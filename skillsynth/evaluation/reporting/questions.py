@@ -50,29 +50,32 @@ class Issue:
 
 #: The questions ``--for-issue`` knows, by issue number (1828 is 1818's companion).
 ISSUES: dict[str, Issue] = {
-    "2676": Issue("amd/gaia#2676", "recalled procedures cut mid-step at max_recall_body_chars",
-                  ("recall_body_cut_mid_step_share", "recall_body_cut_share",
-                   "active_body_cut_mid_step_share", "active_body_cut_share",
-                   "live_step_reduction", "live_success_change"),
-                  ("recall_cut", "max_recall_body_chars")),
-    "4033": Issue("amd/gaia#4033", "fragmented procedures and the cost of a process start",
-                  ("procedures_per_family", "fragmented_family_share", "families_served",
-                   "starts_until_drained", "startup_model_calls", "startup_seconds",
-                   "startup_sessions_consumed", "startup_backlog_max", "distill_cap"),
-                  ("max_distill_calls_per_pass", "protocol")),
-    "2685": Issue("amd/gaia PR #2685", "success_count / attempt_count never move after insert",
-                  ("outcome_updates_recorded", "outcome_updates_possible",
-                   "outcome_failures_possible", "recalled_outcome_success_share",
-                   "procedures_below_rate_with_feedback"), ("protocol",)),
-    "1818": Issue("amd/gaia#1818, #1828", "procedures that say the same thing under "
-                  "different names", ("duplicate_procedure_pairs", "duplicate_procedure_share",
-                                      "duplicate_pairs_same_family"), ("protocol",)),
-    "tau": Issue("GAIA memory: 0.82 and its embedder", "recall gated at 0.82 with an embedder "
-                 "whose related queries score lower", ("recall_hit_rate", "recall_separation",
-                                                      "right_above_wrong", "recall_precision",
-                                                      "share_made_worse",
-                                                      "largest_procedure_share"),
-                 ("similarity_tau", "recall_tau", "reconcile_tau")),
+    "2676": Issue(ref="amd/gaia#2676",
+                  title="recalled procedures cut mid-step at max_recall_body_chars",
+                  kpis=("recall_body_cut_mid_step_share", "recall_body_cut_share",
+                        "active_body_cut_mid_step_share", "active_body_cut_share",
+                        "live_step_reduction", "live_success_change"),
+                  vary=("recall_cut", "max_recall_body_chars")),
+    "4033": Issue(ref="amd/gaia#4033",
+                  title="fragmented procedures and the cost of a process start",
+                  kpis=("procedures_per_family", "fragmented_family_share", "families_served",
+                        "starts_until_drained", "startup_model_calls", "startup_seconds",
+                        "startup_sessions_consumed", "startup_backlog_max", "distill_cap"),
+                  vary=("max_distill_calls_per_pass", "protocol")),
+    "2685": Issue(ref="amd/gaia PR #2685",
+                  title="success_count / attempt_count never move after insert",
+                  kpis=("outcome_updates_recorded", "outcome_updates_possible",
+                        "outcome_failures_possible", "recalled_outcome_success_share",
+                        "procedures_below_rate_with_feedback"), vary=("protocol",)),
+    "1818": Issue(ref="amd/gaia#1818, #1828",
+                  title="procedures that say the same thing under different names",
+                  kpis=("duplicate_procedure_pairs", "duplicate_procedure_share",
+                        "duplicate_pairs_same_family"), vary=("protocol",)),
+    "tau": Issue(ref="GAIA memory: 0.82 and its embedder",
+                 title="recall gated at 0.82 with an embedder whose related queries score lower",
+                 kpis=("recall_hit_rate", "recall_separation", "right_above_wrong",
+                       "recall_precision", "share_made_worse", "largest_procedure_share"),
+                 vary=("similarity_tau", "recall_tau", "reconcile_tau")),
 }
 ISSUES["1828"] = ISSUES["1818"]
 
@@ -230,7 +233,8 @@ def _take_start(g: Point | None, b: Point | None, s: Point | None, w: Point | No
     p, who = _subject(g, s)
     if p is None:
         return "not measured"
-    k = _k(p, "starts_until_drained") or KPI("starts_until_drained", None, None, None, 0, "")
+    k = _k(p, "starts_until_drained") or KPI(name="starts_until_drained", value=None, lo=None,
+                                             hi=None, n=0, unit="")
     cap, calls, secs = _v(p, "distill_cap"), _v(p, "startup_model_calls"), \
         _v(p, "startup_seconds")
     cost = (f"{calls:.1f} distillations and {secs:.1f} s per start here"
@@ -323,9 +327,10 @@ def question_rows(points: Sequence[PointLike]) -> list[QuestionRow]:
             (lambda p: p)
         w = _other_tau(g, entries) if key == "tau" else \
             _twin(g, entries, recall_cut="whole_steps")
-        rows.append(QuestionRow(ISSUES[key].ref, question, kpi, _cell(at(g), kpi, *extra),
-                                _cell(at(b), kpi, *extra), _cell(at(s), kpi, *extra),
-                                take(g, b, s, w)))
+        rows.append(QuestionRow(issue=ISSUES[key].ref, question=question, kpi=kpi,
+                                gaia_defaults=_cell(at(g), kpi, *extra),
+                                recommended=_cell(at(b), kpi, *extra),
+                                gaia_shipped=_cell(at(s), kpi, *extra), take=take(g, b, s, w)))
     return rows
 
 

@@ -115,7 +115,7 @@ def load_run(run_dir: str | Path) -> Run:
         rows_file.stat().st_size else pd.DataFrame()
     sim_file = p / "similarity.json"
     sim = json.loads(sim_file.read_text(encoding="utf-8")) if sim_file.exists() else {}
-    return Run(p, summary, points, rows, sim)
+    return Run(path=p, summary=summary, points=points, rows=rows, similarity=sim)
 
 
 def _fmt(value: Any, lo: Any, hi: Any, n: Any, estimate: Any = False,

@@ -195,8 +195,9 @@ def _row(criterion: str, target: str, kpis: Mapping[str, KPI], name: str, thresh
             status = "INSENSITIVE"
         else:
             note = f"{note}; {said}" if note else said
-    return VerdictRow(criterion, target, name, v, lo, hi, n, status, basis, note, why,
-                      k.n_families if k else None)
+    return VerdictRow(criterion=criterion, target=target, kpi=name, value=v, lo=lo, hi=hi, n=n,
+                      status=status, basis=basis, note=note, why=why,
+                      n_families=k.n_families if k else None)
 
 
 def _all(value: float | None, n: int) -> Status:
@@ -277,38 +278,53 @@ def verdict(point: PointLike, control: tuple[str, PointLike] | None = None,
                      control=CONTROLS["live success"]))
     if has_live and "live_gold_actions_matched_change" in kpis:
         rows.append(_progress(kpis, None if negative is None else as_entry(negative)))
+    return rows + _checks(kpis, pt.floors)
+
+
+def _checks(kpis: Mapping[str, KPI], floors: Mapping[str, bool | None]) -> list[VerdictRow]:
+    """The criteria read from the point's checks: format validity, grounding, the floors,
+    recall precision, the strategy's own and provenance."""
+    rows: list[VerdictRow] = []
     for profile in ("gaia691", "agentskills"):
         v, lo, hi, n = _k(kpis, f"validity_{profile}")
-        rows.append(VerdictRow(f"Format validity ({profile})", "100% of synthesized SKILL.md "
-                               "validate, round-tripped", f"validity_{profile}", v, lo, hi, n,
-                               _all(v, n), "checks"))
+        rows.append(VerdictRow(criterion=f"Format validity ({profile})",
+                               target="100% of synthesized SKILL.md validate, round-tripped",
+                               kpi=f"validity_{profile}", value=v, lo=lo, hi=hi, n=n,
+                               status=_all(v, n), basis="checks"))
     v, lo, hi, n = _k(kpis, "grounded_tools_rate")
-    rows.append(VerdictRow("Grounding", "100% of skills name only tools their runs called",
-                           "grounded_tools_rate", v, lo, hi, n, _all(v, n), "checks"))
-    floors = pt.floors
+    rows.append(VerdictRow(criterion="Grounding",
+                           target="100% of skills name only tools their runs called",
+                           kpi="grounded_tools_rate", value=v, lo=lo, hi=hi, n=n, status=_all(v, n),
+                           basis="checks"))
     exercised = {f: ok for f, ok in floors.items() if ok is not None}
     bad = sorted(f for f, ok in exercised.items() if ok is False)
-    rows.append(VerdictRow("No silent fallback", "memory off, synthesis off, model down, "
-                           "malformed answer: skipped and logged, never a swap",
-                           "floors_behaved", *_k(kpis, "floors_behaved")[:3], len(exercised),
-                           "NOT MEASURED" if not exercised else ("FAIL" if bad else "PASS"),
-                           "checks", f"misbehaved: {', '.join(bad)}" if bad else ""))
+    v, lo, hi, _ = _k(kpis, "floors_behaved")
+    rows.append(VerdictRow(criterion="No silent fallback",
+                           target="memory off, synthesis off, model down, malformed answer: "
+                           "skipped and logged, never a swap",
+                           kpi="floors_behaved", value=v, lo=lo, hi=hi, n=len(exercised),
+                           status="NOT MEASURED" if not exercised
+                           else ("FAIL" if bad else "PASS"), basis="checks",
+                           note=f"misbehaved: {', '.join(bad)}" if bad else ""))
     state = [floors.get(f) for f in ("recall-threshold-and-state", "disabled-not-recalled")]
     seen = [s for s in state if s is not None]
-    p = _k(kpis, "recall_precision")
+    v, lo, hi, n = _k(kpis, "recall_precision")
     # nothing recalled (n = 0): the floors may have behaved, but no recall was judged
-    rows.append(VerdictRow("Recall precision", "only above tau; a disabled procedure never",
-                           "recall_precision", *p, "NOT MEASURED" if not seen or not p[3] else
-                           ("PASS" if all(seen) else "FAIL"), "checks",
-                           "judged by the recall floors; the value is the share of recalled "
-                           "procedures from the probe's own family (informational)",
-                           "nothing was recalled (n=0)" if seen and not p[3] else "",
+    rows.append(VerdictRow(criterion="Recall precision",
+                           target="only above tau; a disabled procedure never",
+                           kpi="recall_precision", value=v, lo=lo, hi=hi, n=n,
+                           status="NOT MEASURED" if not seen or not n
+                           else ("PASS" if all(seen) else "FAIL"), basis="checks",
+                           note="judged by the recall floors; the value is the share of "
+                           "recalled procedures from the probe's own family (informational)",
+                           why="nothing was recalled (n=0)" if seen and not n else "",
                            n_families=_families(kpis, "recall_precision")))
     rows.append(_specific(kpis))
     v, lo, hi, n = _k(kpis, "provenance_integrity")
-    rows.append(VerdictRow("Provenance integrity", "every from_sessions id resolves to a "
-                           "history session", "provenance_integrity", v, lo, hi, n, _all(v, n),
-                           "checks"))
+    rows.append(VerdictRow(criterion="Provenance integrity",
+                           target="every from_sessions id resolves to a history session",
+                           kpi="provenance_integrity", value=v, lo=lo, hi=hi, n=n,
+                           status=_all(v, n), basis="checks"))
     return rows
 
 
@@ -342,15 +358,17 @@ def _specific(kpis: Mapping[str, KPI]) -> VerdictRow:
     target = ("no procedure stands for many goals (none spans 3+ families without a "
               "majority; the largest holds at most half the members)")
     if n == 0 or v is None:
-        return VerdictRow("Procedures stay specific", target, "lumped_procedure_share", v, lo,
-                          hi, n, "NOT MEASURED", "checks", why="no active procedure")
+        return VerdictRow(criterion="Procedures stay specific", target=target,
+                          kpi="lumped_procedure_share", value=v, lo=lo, hi=hi, n=n,
+                          status="NOT MEASURED", basis="checks", why="no active procedure")
     lumped = v > 0 or (big is not None and big > LUMPED_SHARE)
     note = (f"one procedure for everything: {v:.0%} of {n} procedures lump families"
             + (f", the largest holds {big:.0%} of the members" if big is not None else "")
             ) if lumped else (f"largest procedure {big:.0%} of the members"
                               if big is not None else "")
-    return VerdictRow("Procedures stay specific", target, "lumped_procedure_share", v, lo, hi,
-                      n, "FAIL" if lumped else "PASS", "checks", note)
+    return VerdictRow(criterion="Procedures stay specific", target=target,
+                      kpi="lumped_procedure_share", value=v, lo=lo, hi=hi, n=n,
+                      status="FAIL" if lumped else "PASS", basis="checks", note=note)
 
 
 def _is(point: PointEntry, values: Mapping[str, Any]) -> bool:

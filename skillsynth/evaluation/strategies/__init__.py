@@ -304,26 +304,31 @@ class ControlStrategy(Strategy):
                     f"strategy {control} builds each probe's procedure from its gold actions; "
                     "it recalls inside an evaluation point (run_point), which hands it the "
                     "probe and the labels")
-            return [Recall(gold.recall(control, session), 1.0)]
+            return [Recall(procedure=gold.recall(control, session), score=1.0)]
 
         return recall_for
 
 
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
-    Strategy("skillsynth", "agglomerative", {}, "embedding"),
-    Strategy("gaia-greedy", "gaia-greedy", {}, "embedding"),
-    GaiaShipped("gaia-shipped", "gaia-greedy", {}, "embedding"),
-    Strategy("cortexprism", "per-session",
-             {"min_steps": 2, "min_occurrences": 1, "similarity_tau": CORTEXPRISM_DEDUP_TAU,
-              "reconcile_tau": CORTEXPRISM_DEDUP_TAU,
-              "max_clusters_per_pass": 1_000_000}, "embedding"),
-    Strategy("pheron", "agglomerative", {}, "keyword"),
-    Strategy("none", None, {}, "none"),
-    ControlStrategy("oracle", None, {}, "control"),
-    ControlStrategy("oracle-args", None, {}, "control"),
-    ControlStrategy("oracle-dataflow", None, {}, "control"),
-    ControlStrategy("mismatched", None, {}, "control"),
-    ControlStrategy("inert", "agglomerative", {}, "control"),
+    Strategy(name="skillsynth", method="agglomerative", synth_overrides={},
+             recall_kind="embedding"),
+    Strategy(name="gaia-greedy", method="gaia-greedy", synth_overrides={}, recall_kind="embedding"),
+    GaiaShipped(name="gaia-shipped", method="gaia-greedy", synth_overrides={},
+                recall_kind="embedding"),
+    Strategy(name="cortexprism", method="per-session",
+             synth_overrides={"min_steps": 2, "min_occurrences": 1,
+                              "similarity_tau": CORTEXPRISM_DEDUP_TAU,
+                              "reconcile_tau": CORTEXPRISM_DEDUP_TAU,
+                              "max_clusters_per_pass": 1_000_000}, recall_kind="embedding"),
+    Strategy(name="pheron", method="agglomerative", synth_overrides={}, recall_kind="keyword"),
+    Strategy(name="none", method=None, synth_overrides={}, recall_kind="none"),
+    ControlStrategy(name="oracle", method=None, synth_overrides={}, recall_kind="control"),
+    ControlStrategy(name="oracle-args", method=None, synth_overrides={}, recall_kind="control"),
+    ControlStrategy(name="oracle-dataflow", method=None, synth_overrides={},
+                    recall_kind="control"),
+    ControlStrategy(name="mismatched", method=None, synth_overrides={}, recall_kind="control"),
+    ControlStrategy(name="inert", method="agglomerative", synth_overrides={},
+                    recall_kind="control"),
 )}
 
 

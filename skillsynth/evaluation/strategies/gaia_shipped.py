@@ -249,16 +249,17 @@ def _host_type() -> type:
                     judged = self.verification.judge(cluster)
                 except LLMError as exc:  # ends the pass at GAIA's next distillation
                     self.chat.error = self.chat.error or exc
-                    self.handed.append(_Handed(sessions, "unverified", "verification ("
-                                               f"{self.verification.rule}) failed: {exc}"))
+                    why = f"verification ({self.verification.rule}) failed: {exc}"
+                    self.handed.append(_Handed(sessions=sessions, outcome="unverified", why=why))
                     return []
             if judged is not None and judged.outcome == "rejected":
-                self.handed.append(_Handed(sessions, "rejected", judged.why))
+                self.handed.append(_Handed(sessions=sessions, outcome="rejected", why=judged.why))
                 return []  # unmarked: its sessions stay pending
             if judged is not None and judged.outcome == "unusable":
                 outcome, detail = "unusable", judged.why
             ids = super()._mark_cluster_consumed(store, cluster, outcome, detail=detail)
-            self.handed.append(_Handed(tuple(ids), outcome, judged.why if judged else ""))
+            self.handed.append(_Handed(sessions=tuple(ids), outcome=outcome,
+                                       why=judged.why if judged else ""))
             return list(ids)
 
         def _proc_faiss_add(self, procedure_id: str, vec: np.ndarray) -> None:
@@ -307,7 +308,7 @@ def gaia_shipped_pass(store: MemoryStore, llm: ChatModel, embedder: Embeds,
     """
     prompt_version = gaia_distill_prompt_version()
     host_type = _host_type()
-    chat = _ChatSeam(llm, prompt_version,
+    chat = _ChatSeam(llm=llm, prompt_version=prompt_version,
                      effective_model=llm.model_id)
     block = gaia_settings_block(config)
     if memory_disabled:

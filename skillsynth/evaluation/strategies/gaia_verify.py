@@ -169,7 +169,7 @@ class GaiaVerification:
             skill = skill_from_procedure(proc)
         except MalformedSkill as exc:
             self._withdraw(pid)
-            return Judged("unusable", f"malformed: procedure {pid} is not a SKILL.md "
+            return Judged(outcome="unusable", why=f"malformed: procedure {pid} is not a SKILL.md "
                           f"skillsynth can try: {exc}")
         t0 = time.perf_counter()
         try:
@@ -192,7 +192,7 @@ class GaiaVerification:
         self.rejected += 1
         with RejectedRecord(path) as record:
             record.put(candidate_key(self.rule, c), skill, c, v)
-        return Judged("rejected", f"verification ({v.rule}) rejected it: {v.reason}")
+        return Judged(outcome="rejected", why=f"verification ({v.rule}) rejected it: {v.reason}")
 
     def _withdraw(self, pid: str) -> None:
         self.store.withdraw_procedure(pid)

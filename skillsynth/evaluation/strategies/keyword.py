@@ -51,4 +51,4 @@ class KeywordIndex:
                   for i, (p, w) in enumerate(zip(self.procedures, self._words, strict=True))
                   if q & w]
         scored.sort(key=lambda t: (-t[0], -t[1], t[2]))
-        return [Recall(self.procedures[i], score) for score, _, i in scored[:top_k]]
+        return [Recall(procedure=self.procedures[i], score=score) for score, _, i in scored[:top_k]]

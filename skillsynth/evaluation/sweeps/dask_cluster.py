@@ -183,7 +183,8 @@ def check_workers(client: Any, address: str, local: bool, *, writable: Sequence[
         if local:
             raise EvaluationError("a LocalCluster shares this machine's folders; the shipped "
                                   "transport is for workers that do not")
-        return ClusterFacts(address, len(facts), hosts, local, "shipped")
+        return ClusterFacts(address=address, workers=len(facts), hosts=hosts, local=local,
+                            transport="shipped")
     for worker, f in sorted(facts.items()):
         for path, err in f["unwritable"].items():
             raise EvaluationError(f"Dask worker {worker} on {f['host']} cannot write {path} "
@@ -195,7 +196,8 @@ def check_workers(client: Any, address: str, local: bool, *, writable: Sequence[
                               f"cache {cache} is one SQLite file, which is only safe for "
                               "writers on one host (its write-ahead log needs shared memory); "
                               "use the shipped transport (the default for such a cluster)")
-    return ClusterFacts(address, len(facts), hosts, local, "shared")
+    return ClusterFacts(address=address, workers=len(facts), hosts=hosts, local=local,
+                        transport="shared")
 
 
 def _point_task(point: Point, spec: SweepSpec, corpus: Path, backend: BackendSpec,

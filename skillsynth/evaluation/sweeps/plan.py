@@ -81,6 +81,7 @@ def plan_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval
         runs = None
         if opts.live and opts.tasks:
             runs = len(opts.tasks) * 2 * opts.repeats
-        planned.append(PlannedPoint(p.id, state, p.strategy, runs,
-                                    None if runs is None else runs * opts.step_limit))
-    return SweepPlan(spec.name, run_dir, tuple(planned))
+        bound = None if runs is None else runs * opts.step_limit
+        planned.append(PlannedPoint(id=p.id, state=state, strategy=p.strategy, live_runs=runs,
+                                    max_agent_calls=bound))
+    return SweepPlan(name=spec.name, run_dir=run_dir, points=tuple(planned))

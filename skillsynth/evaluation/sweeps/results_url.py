@@ -127,8 +127,8 @@ def open_results_url(url: str, name: str, mirror: str | Path | None = None) -> R
     except (ImportError, ValueError) as exc:
         raise ConfigError(f"results URL {url}: {exc}", key="results") from exc
     base = url.rstrip("/") + "/" + name
-    out = ResultsURL(base, fs._strip_protocol(base),
-                     Path(mirror or default_mirror(url)).resolve() / name, fs)
+    out = ResultsURL(url=base, path=fs._strip_protocol(base),
+                     local=Path(mirror or default_mirror(url)).resolve() / name, fs=fs)
     try:
         fs.exists(out.path)
     except Exception as exc:  # any backend's reachability error

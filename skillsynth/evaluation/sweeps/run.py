@@ -280,8 +280,9 @@ def _finish(run_dir: Path, points: list[Point], spec: SweepSpec, started: str, t
                 "transport": None if facts is None else facts.transport,
                 "answers_returned": None if merged is None else asdict(merged)}
     dataclasses.replace(summary, failed=failed, this_run=this_run).write(run_dir)
-    return SweepReport(run_dir, len(points), tuple(ran), skipped, failed,
-                       round(time.perf_counter() - t0, 2), llm_calls, cache_hits,
+    return SweepReport(run_dir=run_dir, points=len(points), ran=tuple(ran), skipped=skipped,
+                       failed=failed, wall_s=round(time.perf_counter() - t0, 2),
+                       llm_calls=llm_calls, cache_hits=cache_hits,
                        cluster=None if facts is None else facts.address,
                        workers=n_workers if facts is None else facts.workers,
                        transport=None if facts is None else facts.transport,
@@ -369,13 +370,15 @@ class _Site:
                    on_point: Callable[[str], None] | None) -> tuple[list[str], dict[str, str]]:
         """The points through this site's transport (:func:`~.transport.run_points`)."""
         if self.facts is None:
-            pool = ThreadPool(spec, corpus, self.backend, run_dir, notebook, workers)
+            pool = ThreadPool(spec=spec, corpus=corpus, backend=self.backend, run_dir=run_dir,
+                              notebook=notebook, workers=workers)
             return run_points(todo, pool, label=f"sweep {spec.name}", progress=progress,
                               log=log, on_point=on_point)
         from .dask_cluster import DaskPoints
 
-        dask = DaskPoints(self.client, self.facts, spec, corpus, self.backend, run_dir,
-                          notebook, self.shipper)
+        dask = DaskPoints(client=self.client, facts=self.facts, spec=spec, corpus=corpus,
+                          backend=self.backend, run_dir=run_dir, notebook=notebook,
+                          shipper=self.shipper)
         ran, failed = run_points(todo, dask, progress=progress, log=log, on_point=on_point,
                                  label=f"sweep {spec.name} ({self.facts.workers} Dask workers)")
         dask.finish(log)
@@ -458,8 +461,9 @@ def aggregate(run_dir: Path, points: Sequence[Point], spec: SweepSpec, *,
             for line in (pdir / "results.jsonl").read_text(encoding="utf-8").splitlines():
                 fh.write(json.dumps(params | json.loads(line), ensure_ascii=False) + "\n")
             entries.append(PointEntry.of(p, spec, s))
-    record = RunRecord("sweep", spec.as_dict(), started_utc or utc_now(), utc_now(),
+    record = RunRecord(kind="sweep", config=spec.as_dict(), started_utc=started_utc or utc_now(),
+                       finished_utc=utc_now(),
                        models=first.record.get("models", {}) if first else {},
                        inputs={"corpus": first.corpus.to_json() if first else None})
-    return SweepSummary(spec.name, spec.as_dict(), tuple(entries), len(points), len(entries),
-                        record.as_dict())
+    return SweepSummary(name=spec.name, spec=spec.as_dict(), points=tuple(entries),
+                        n_points=len(points), finished=len(entries), record=record.as_dict())

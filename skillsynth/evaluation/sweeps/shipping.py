@@ -83,8 +83,8 @@ class MergeCounts:
     conflicts: int = 0
 
     def __add__(self, other: MergeCounts) -> MergeCounts:
-        return MergeCounts(self.added + other.added, self.same + other.same,
-                           self.conflicts + other.conflicts)
+        return MergeCounts(added=self.added + other.added, same=self.same + other.same,
+                           conflicts=self.conflicts + other.conflicts)
 
 
 def _sqlite_bytes(path: Path, what: str) -> bytes:
@@ -118,14 +118,14 @@ def corpus_blob(path: Path) -> Blob:
     h = hashlib.sha256()
     for name, data in files:
         h.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
-    return Blob(path.name, h.hexdigest(), tuple(files))
+    return Blob(name=path.name, sha256=h.hexdigest(), files=tuple(files))
 
 
 def cache_snapshot(cache: str | Path, *, skip: Collection[str] = ()) -> CacheSnapshot:
     """The rows of the submitter's call cache whose keys are not in ``skip`` (none when the
     file does not exist yet)."""
     if not Path(cache).exists():
-        return CacheSnapshot(uuid.uuid4().hex, ())
+        return CacheSnapshot(version=uuid.uuid4().hex, rows=())
     try:
         with contextlib.closing(sqlite3.connect(f"file:{cache}?mode=ro", uri=True)) as conn:
             conn.execute("PRAGMA busy_timeout=5000")
@@ -133,7 +133,7 @@ def cache_snapshot(cache: str | Path, *, skip: Collection[str] = ()) -> CacheSna
                          for k, kind, m, v in conn.execute(_ROWS) if k not in skip)
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"cannot read the call cache to ship it: {exc}", path=str(cache)) from exc
-    return CacheSnapshot(uuid.uuid4().hex, rows)
+    return CacheSnapshot(version=uuid.uuid4().hex, rows=rows)
 
 
 class Shipper:
@@ -190,7 +190,7 @@ def merge_answers(cache: str | Path, rows: list[tuple[str, str, str, bytes]]) ->
             conn.execute("COMMIT")
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"cannot store the workers' answers: {exc}", path=str(cache)) from exc
-    return MergeCounts(added, same, conflicts)
+    return MergeCounts(added=added, same=same, conflicts=conflicts)
 
 
 def pack_folder(folder: Path) -> bytes:

@@ -318,7 +318,8 @@ def expand_points(spec: SweepSpec) -> list[Point]:
     for c in combos:
         strategy = str(c.pop("strategy", spec.options.strategy))
         options = {k: c.pop(k) for k in PROTOCOL_KEYS if k in c}
-        p = Point(strategy, c, spec.base, spec.calibration, options)
+        p = Point(strategy=strategy, values=c, base=spec.base, calibration=spec.calibration,
+                  options=options)
         out.setdefault(p.id, p)
     return list(out.values())
 

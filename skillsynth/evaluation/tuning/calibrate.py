@@ -232,7 +232,7 @@ def tau_table(scores: np.ndarray, positive: np.ndarray, n_positive: int | None =
         hits = tp if hits_of is None else int(hits_of(pred))
         p = tp / n_pred if n_pred else None
         r = hits / denom if denom else None
-        rows.append(TauRow(tau, p, r, _f1(p, r)))
+        rows.append(TauRow(tau=tau, precision=p, recall=r, f1=_f1(p, r)))
     return rows
 
 
@@ -243,11 +243,11 @@ def _mean(xs: Sequence[float | None]) -> float | None:
 
 def _mean_f1(tables: Sequence[Sequence[TauRow]]) -> list[TauRow]:
     """Per tau: every column averaged over corpora (None counts as 0 for F1 and score)."""
-    return [TauRow(rows[0].tau, _mean([r.precision for r in rows]),
-                   _mean([r.recall for r in rows]),
-                   round(float(np.mean([r.f1 or 0.0 for r in rows])), 4),
-                   _mean([r.purity for r in rows]),
-                   round(float(np.mean([r.score or 0.0 for r in rows])), 4))
+    return [TauRow(tau=rows[0].tau, precision=_mean([r.precision for r in rows]),
+                   recall=_mean([r.recall for r in rows]),
+                   f1=round(float(np.mean([r.f1 or 0.0 for r in rows])), 4),
+                   purity=_mean([r.purity for r in rows]),
+                   score=round(float(np.mean([r.score or 0.0 for r in rows])), 4))
             for rows in zip(*tables, strict=True)]
 
 
@@ -297,7 +297,7 @@ def _labelled(corpus: CalibrationCorpus, k: int = 3) -> _Labelled:
     if n_fam < 2:
         raise ConfigError(f"calibration needs at least two labelled families; found {n_fam} "
                           f"under the '{corpus.family}' rule", source=corpus.path)
-    return _Labelled(corpus, split, fams, goals)
+    return _Labelled(corpus=corpus, split=split, families=fams, goals=goals)
 
 
 def check_corpora(corpora: Sequence[CalibrationCorpus]) -> None:
@@ -398,7 +398,8 @@ def _recall(data: _Labelled, llm: ChatModel, embedder: Embeds, config: Threshold
                          dtype=bool)
     info["procedure_pairs"] = len(a)
     if not procs or not queries:
-        return [TauRow(t, None, None, None) for t in GRID], info, pair_cos, pair_same
+        return [TauRow(tau=t, precision=None, recall=None,
+                       f1=None) for t in GRID], info, pair_cos, pair_same
     qv = embedder.embed([goals[s] for s, _ in queries], kind="query")
     scores = qv @ mat.T
     top_k = min(config.recall_top_k, len(procs))

@@ -77,7 +77,8 @@ def sample_pairs(vectors: np.ndarray, families: Sequence[str | None], *,
     n = len(idx)
     total = n * (n - 1) // 2
     if total == 0:
-        return PairSample(np.zeros(0, np.float32), np.zeros(0, bool), n, False)
+        return PairSample(cosines=np.zeros(0, np.float32), same=np.zeros(0, bool), n_sessions=n,
+                          sampled=False)
     if total <= max_pairs:
         a, b = np.triu_indices(n, k=1)
         sampled = False
@@ -89,8 +90,8 @@ def sample_pairs(vectors: np.ndarray, families: Sequence[str | None], *,
         a, b = a[keep][:max_pairs], b[keep][:max_pairs]
         sampled = True
     va, vb = vectors[idx[a]], vectors[idx[b]]
-    return PairSample(np.einsum("ij,ij->i", va, vb).astype(np.float32), fam[a] == fam[b], n,
-                      sampled)
+    return PairSample(cosines=np.einsum("ij,ij->i", va, vb).astype(np.float32),
+                      same=fam[a] == fam[b], n_sessions=n, sampled=sampled)
 
 
 @dataclass(frozen=True)
@@ -114,8 +115,9 @@ def pair_stats(sample: PairSample, tau: float) -> PairStats:
     pred = sample.cosines >= tau
     tp = int(np.sum(pred & sample.same))
     n_pred, n_same = int(pred.sum()), int(sample.same.sum())
-    return PairStats(tau, tp / n_pred if n_pred else None, tp / n_same if n_same else None,
-                     n_pred, n_same, len(sample.cosines), sample.sampled)
+    return PairStats(tau=tau, precision=tp / n_pred if n_pred else None,
+                     recall=tp / n_same if n_same else None, predicted=n_pred, same_family=n_same,
+                     n_pairs=len(sample.cosines), sampled=sample.sampled)
 
 
 @dataclass(frozen=True)
@@ -132,7 +134,8 @@ def prompt_size(skills: Sequence[Skill], config: Thresholds) -> PromptSize:
     """Characters, estimated tokens (characters / 4) and truncated bodies of the block."""
     block = inject(skills, config)
     cut = sum(1 for s in skills if len(s.body) > config.max_recall_body_chars)
-    return PromptSize(len(block), math.ceil(len(block) / CHARS_PER_TOKEN), cut, block)
+    return PromptSize(chars=len(block), tokens_estimate=math.ceil(len(block) / CHARS_PER_TOKEN),
+                      truncated=cut, block=block)
 
 
 @dataclass(frozen=True)
@@ -332,12 +335,14 @@ class TuningSession:
                 counts = Counter(self.families.get(s) for s in c.session_ids)
                 counts.pop(None, None)
                 top = max(counts.values(), default=0)
-                procs.append(PreviewProcedure(i, d.skill, tuple(sorted(
+                procs.append(PreviewProcedure(cluster=i, skill=d.skill, families=tuple(sorted(
                     str(f) for f, n in counts.items() if n == top))))
         recalls, largest = self._recall(procs, config)
-        return TuningView(config, method, pair_stats(self.pairs, config.similarity_tau),
-                          clusters, procs, missing, malformed, recalls,
-                          prompt_size(largest, config), self.consumed)
+        return TuningView(config=config, method=method,
+                          pairs=pair_stats(self.pairs, config.similarity_tau), clusters=clusters,
+                          procedures=procs, not_distilled=missing, malformed=malformed,
+                          recalls=recalls, prompt=prompt_size(largest, config),
+                          consumed=self.consumed)
 
     def _recall(self, procs: Sequence[PreviewProcedure], config: Thresholds
                 ) -> tuple[list[RecallDecision], list[Skill]]:
@@ -357,8 +362,10 @@ class TuningSession:
             chars = len(inject(skills, config))
             if chars > len(inject(largest, config)):
                 largest = skills
-            out.append(RecallDecision(sid, fam, goal, tuple(s.name for s in skills),
-                                      tuple(round(s, 4) for s, _ in picked), right, chars))
+            out.append(RecallDecision(probe_session=sid, family=fam, goal=goal,
+                                      recalled=tuple(s.name for s in skills),
+                                      scores=tuple(round(s, 4) for s, _ in picked), right=right,
+                                      prompt_chars=chars))
         return out, largest
 
 

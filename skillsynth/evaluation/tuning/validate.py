@@ -90,7 +90,7 @@ def folds(corpora: Sequence[CalibrationCorpus]) -> list[Fold]:
     seen = [(c.path, c.family) for c in corpora]
     if len(set(seen)) < len(seen):
         raise ConfigError("a corpus is given twice: it would be fitted on while held out")
-    return [Fold(c, tuple(o for j, o in enumerate(corpora) if j != i))
+    return [Fold(held_out=c, fitted_on=tuple(o for j, o in enumerate(corpora) if j != i))
             for i, c in enumerate(corpora)]
 
 
@@ -122,7 +122,7 @@ def hold(proposed: Mapping[str, KPI], gaia: Mapping[str, KPI]) -> Hold:
                    gaia.get("share_made_worse"), "above")]
     oks = [ok for ok, _ in sides]
     verdict = False if False in oks else (None if None in oks else True)
-    return Hold(verdict, tuple(why for _, why in sides))
+    return Hold(holds=verdict, reasons=tuple(why for _, why in sides))
 
 
 @dataclass(frozen=True)
@@ -265,16 +265,17 @@ def leave_one_out(corpora: Sequence[CalibrationCorpus], embedder: Embeds, llm: C
                              k=k, mode=mode, protocol="strict", seed=seed, n_boot=n_boot)
             kpis[arm] = _point(cfg, llm, embedder, where, progress)
             points[arm] = str(where)
-        rows.append(HeldOut(fold.held_out, tuple(c.path for c in fold.fitted_on),
-                            {a: _taus(t) for a, t in arms.items()}, kpis,
-                            hold(kpis["proposed"], kpis["gaia"]), points))
-    record = RunRecord("leave-one-out", {"corpora": [asdict(c) for c in corpora], "k": k,
-                                         "min_occurrences": min_occurrences, "mode": mode,
-                                         "seed": seed, "n_boot": n_boot,
-                                         "base": asdict(base)},
-                       started, utc_now(),
+        rows.append(HeldOut(corpus=fold.held_out, fitted_on=tuple(c.path for c in fold.fitted_on),
+                            thresholds={a: _taus(t) for a, t in arms.items()}, kpis=kpis,
+                            hold=hold(kpis["proposed"], kpis["gaia"]), points=points))
+    record = RunRecord(kind="leave-one-out",
+                       config={"corpora": [asdict(c) for c in corpora], "k": k,
+                               "min_occurrences": min_occurrences, "mode": mode, "seed": seed,
+                               "n_boot": n_boot, "base": asdict(base)},
+                       started_utc=started, finished_utc=utc_now(),
                        models={"chat": model_of(llm), "embed": model_of(embedder)}).as_dict()
-    result = Validation(embedder.embedder_id, llm.model_id, METHOD, tuple(rows), record=record)
+    result = Validation(embedder=embedder.embedder_id, chat_model=llm.model_id, method=METHOD,
+                        held_out=tuple(rows), record=record)
     out.mkdir(parents=True, exist_ok=True)
     (out / "leave-one-out.json").write_text(json.dumps(result.as_dict(), indent=1, default=str)
                                             + "\n", encoding="utf-8")

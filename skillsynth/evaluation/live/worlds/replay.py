@@ -67,10 +67,10 @@ class ReplayEpisode:
         hit = self._own.get(key) or self._world._answers.get(key)
         if hit is None:
             self.unknown += 1
-            return CallOutcome(json.dumps({"error": _UNKNOWN.format(tool=name)}), False)
+            return CallOutcome(result=json.dumps({"error": _UNKNOWN.format(tool=name)}), ok=False)
         if hit.success:
-            return CallOutcome(hit.result_summary or "ok", True)
-        return CallOutcome(json.dumps({"error": hit.error or "the call failed"}), False)
+            return CallOutcome(result=hit.result_summary or "ok", ok=True)
+        return CallOutcome(result=json.dumps({"error": hit.error or "the call failed"}), ok=False)
 
     def score(self, turns: Sequence[Turn], termination: Termination) -> Score:
         calls = [(t.name, canonical_args(dict(t.arguments))) for t in turns if t.kind == "call"]
@@ -125,7 +125,7 @@ class ReplayWorld:
         if task_id not in self._probes:
             raise WorldError(f"the replay world has no probe session {task_id!r}")
         goal, family, _, _ = self._probes[task_id]
-        return WorldTask(task_id, goal, goal, family)
+        return WorldTask(task_id=task_id, goal=goal, prompt=goal, family=family)
 
     def start(self, task_id: str) -> ReplayEpisode:
         task = self.task(task_id)

@@ -102,17 +102,18 @@ class Tau2Episode:
             try:
                 args = json.loads(arguments) if arguments.strip() else {}
             except json.JSONDecodeError as exc:
-                return CallOutcome(f"Error: the arguments are not valid JSON ({exc.msg})", False)
+                return CallOutcome(result=f"Error: the arguments are not valid JSON ({exc.msg})",
+                                   ok=False)
         if not isinstance(args, Mapping):
-            return CallOutcome("Error: the arguments must be a JSON object", False)
+            return CallOutcome(result="Error: the arguments must be a JSON object", ok=False)
         self._n += 1
         call = self._msg.ToolCall(id=f"call_{self._n}", name=name, arguments=dict(args),
                                   requestor="assistant")
         try:
             answer = self._env.get_response(call)
         except Exception as exc:  # noqa: BLE001 - any tool error is a failed call, never a crash
-            return CallOutcome(f"Error: {type(exc).__name__}: {exc}", False)
-        return CallOutcome(str(answer.content or ""), not answer.error)
+            return CallOutcome(result=f"Error: {type(exc).__name__}: {exc}", ok=False)
+        return CallOutcome(result=str(answer.content or ""), ok=not answer.error)
 
     def score(self, turns: Sequence[Turn], termination: Termination) -> Score:
         return self._world.score(self._tau2_task, self.task, turns, termination)
@@ -185,7 +186,8 @@ class Tau2World:
         prompt = solo_request(reason, known)  # the agent's view: a customer's request
         persona = getattr(t.user_scenario, "persona", None)
         instructions = (f"Persona: {persona}\n\n" if persona else "") + str(ins)
-        return WorldTask(str(t.id), reason.strip(), prompt, str(t.id), instructions)
+        return WorldTask(task_id=str(t.id), goal=reason.strip(), prompt=prompt, family=str(t.id),
+                         instructions=instructions)
 
     def start(self, task_id: str) -> Tau2Episode:
         t = self._runnable(self._raw(task_id))
@@ -231,12 +233,13 @@ class Tau2World:
         """
         crit = tau2_task.evaluation_criteria
         if crit is None:
-            return Score(termination in FINISHED, float(termination in FINISHED),
-                         {"note": "no evaluation criteria", "termination": termination})
+            return Score(success=termination in FINISHED, reward=float(termination in FINISHED),
+                         detail={"note": "no evaluation criteria", "termination": termination})
         basis = {str(getattr(b, "value", b)) for b in crit.reward_basis}
         if "NL_ASSERTION" in basis:
-            return Score(None, None, {"note": "NL assertions need tau2's LLM judge",
-                                      "termination": termination})
+            return Score(success=None, reward=None,
+                         detail={"note": "NL assertions need tau2's LLM judge",
+                                 "termination": termination})
         ev_env = _tau2("tau2.evaluator.evaluator_env").EnvironmentEvaluator
         ev_act = _tau2("tau2.evaluator.evaluator_action").ActionEvaluator
         ev_com = _tau2("tau2.evaluator.evaluator_communicate").CommunicateEvaluator
@@ -273,4 +276,4 @@ class Tau2World:
         if termination not in FINISHED:
             detail["note"] = f"ended by {termination}: tau2 scores 0"
             reward = 0.0
-        return Score(reward >= 1.0 - 1e-6, reward, detail)
+        return Score(success=reward >= 1.0 - 1e-6, reward=reward, detail=detail)
