@@ -48,6 +48,7 @@ S = {"type": "string", "title": "X", "description": "a string"}
 SPECS = [
     _tool("find_user_id_by_name_zip", {"first_name": S, "zip": S}, ["first_name", "zip"]),
     _tool("get_user_details", {"user_id": S}, ["user_id"]),
+    _tool("get_order_details", {"order_id": S}, ["order_id"]),
     _tool("return_delivered_order_items", {
         "order_id": S, "item_ids": {"type": "array", "items": S},
         "payment_method_id": S,
@@ -243,3 +244,32 @@ def test_a_planted_plan_read_back_from_its_block_runs_the_same():
     execute_plan(PLAN, INPUTS, a, tool_specs=SPECS)
     execute_plan(again, INPUTS, b, tool_specs=SPECS)
     assert a.calls == b.calls and len(a.calls) == 3
+
+
+def test_an_induced_plan_passes_the_check_and_replays_a_members_calls():
+    # the plan of test_plan's return cluster, induced with the world's enums, run against
+    # a fake world answering each tool with one member's recorded result
+    from test_plan import B, C, _return
+
+    from skillsynth.pipeline.induce import induce_plan
+    from skillsynth.pipeline.provenance import enum_values, session_calls
+
+    quiet = _return("q", "Lu", "30301", ["#W9"], "defective", "cash_9", items=("i9",),
+                    said="I am Lu, zip 30301; order #W9.")
+    members = (quiet, *(_return(m.session_id, n, z, [o], "defective", p, items=it,
+                                said=f"I am {n}, zip {z}; order {o}.")
+                        for m, n, z, o, p, it in ((B, "Yusuf", "10001", "#W222", "card_2",
+                                                   ("i3",)),
+                                                  (C, "Ana", "90210", "#W333", "gift_3",
+                                                   ("i4", "i5")))))
+    plan = induce_plan(members, members[1], enums=enum_values(SPECS))
+    assert plan.complete and plan.steps[3].args["reason"] == Const("defective")
+    check_plan(plan, SPECS)
+    for m, inputs in zip(members, ({"first_name": "Lu", "zip": "30301"},
+                                   {"first_name": "Yusuf", "zip": "10001"},
+                                   {"first_name": "Ana", "zip": "90210"}), strict=True):
+        recorded = session_calls(m)
+        world = FakeWorldCalls({c.name: c.result for c in recorded})
+        run = execute_plan(plan, inputs, world, tool_specs=SPECS)
+        assert run.complete, run.error
+        assert world.calls == [(c.name, dict(c.arguments)) for c in recorded]

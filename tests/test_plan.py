@@ -98,6 +98,17 @@ def test_a_cluster_that_agrees_everywhere_gives_a_complete_plan():
         assert v not in text
 
 
+def test_lists_of_one_value_bind_that_value_not_every_value():
+    # every member returned the one item its order had: "all items" and "the item" look the
+    # same, so the plan takes the one value, and refuses an order with several
+    d = _return("d", "Lu", "30301", ["#W444"], "defective", "cash_4", items=("i7",))
+    plan = _plan(B, d)
+    assert plan.steps[3].args["item_ids"] == ListOf((FromStep(3, "items[].item_id"),))
+    with pytest.raises(PlanError, match="2 different values"):
+        resolve_binding(plan.steps[3].args["item_ids"],
+                        [None, None, {"items": [{"item_id": "x"}, {"item_id": "y"}]}], {})
+
+
 def test_a_value_the_agent_chose_among_several_ends_the_plan_there():
     # Mei has two orders and said neither: the plan cannot know which one she meant
     two = _return("d", "Lu", "30301", ["#W444", "#W445"], "defective", "cash_4",
@@ -369,7 +380,6 @@ def test_plans_on_the_shipped_corpora_carry_no_user_value_and_stay_valid(tmp_pat
     from skillsynth.config import Thresholds
     from skillsynth.corpora import LabelStore, labels_path_for
     from skillsynth.pipeline.detect import extract_sequences
-    from skillsynth.pipeline.skill import validate_skill
     from skillsynth.store import MemoryStore
 
     db = build_corpus(kind, tmp_path)
@@ -397,7 +407,10 @@ def test_plans_on_the_shipped_corpora_carry_no_user_value_and_stay_valid(tmp_pat
         assert not leaked, f"task {tid}: {sorted(leaked)[:5]}"
         skill = with_plan(distill_trace(cluster).skill, plan)
         for profile in PROFILES:
-            assert validate_skill(skill, profile) == [], (tid, profile)
+            d = skill.write(tmp_path / profile / tid.replace("/", "-"), profile)
+            assert validate_dir(d, profile) == [], (tid, profile)
+            back = Skill.read(d, profile)
+            assert back == skill and find_plan(back.body) == plan
         plans += 1
         steps += len(plan.steps)
     assert plans >= 10 and steps > plans  # some plans run past their first call

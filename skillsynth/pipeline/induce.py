@@ -9,7 +9,8 @@ holds in *every* member's matching call (the same tool's same occurrence) wins:
    result holds it). It is kept only if resolving it as the executor does
    (:func:`~.plan.resolve_binding`) gives every member back its own value from its own
    result, and no key in the path is a member's argument value. A list that is, in every
-   member, *all* the values at one path becomes one ``every`` binding.
+   member, *all* the values at one path (and in some member several) becomes one ``every``
+   binding.
 2. **the customer**: the value is in every member's customer words (an input slot; one slot
    serves every argument that gets the same value in each member).
 3. **a constant**: every member passed the same value, and provenance calls it a constant
@@ -233,7 +234,7 @@ class _Inducer:
                 continue
             found = [src.path] if src.path else []
             found += sorted(set(_paths(r.results[src.step - 1], _at(
-                r.calls[j].arguments[arg], pos))), key=lambda p: (p.count(".") + p.count("[]")))
+                r.calls[j].arguments[arg], pos))), key=lambda p: (p.count(".") + p.count("[]"), p))
             out += [(self.keys.index(key) + 1, p) for p in found]
         return [(k, p) for k, p in dict.fromkeys(out) if PATH_RE.match(p) and private == any(
             seg.split("[]")[0] in self.private for seg in p.split("."))]
@@ -257,9 +258,11 @@ class _Inducer:
 
     def _every(self, i: int, arg: str, peers: list[tuple[_Run, int]], pos: tuple[Any, ...],
                values: list[Any]) -> FromStep | None:
-        """A list of scalars that is, in every member, all the values at one result path."""
+        """A list of scalars that is, in every member, all the values at one result path,
+        and in some member more than one (with one value each, "all of them" and "the one"
+        cannot be told apart, and the one-value rule is the one that refuses to guess)."""
         if not all(isinstance(v, list) and v and not any(isinstance(x, list | dict) for x in v)
-                   for v in values):
+                   for v in values) or not any(len(v) > 1 for v in values):
             return None
         for k, path in self._candidates(i, arg, peers, (*pos, 0)):
             b = FromStep(k, path, every=True)
