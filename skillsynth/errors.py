@@ -12,7 +12,9 @@ through untranslated (it is chained with ``raise ... from exc``)::
     ├── SkillError               SKILL.md problems
     │   ├── MalformedSkill       LLM / intermediate output that is not a valid skill
     │   │   └── UngroundedSkill  a skill naming a tool its runs never called
-    │   └── SkillValidationError a file on disk fails a validator profile
+    │   ├── SkillValidationError a file on disk fails a validator profile
+    │   └── PlanError            an executable plan is malformed or cannot bind (names the field)
+    │       └── PlanRefused      a plan or its inputs fail the world's tool schemas (nothing ran)
     ├── PipelineError            a stage was handed input it cannot use
     ├── CorpusError              a corpus cannot be built or read as asked
     │   └── CorpusFormatError    a corpus record is broken (names file, record, field)
@@ -51,6 +53,8 @@ __all__ = [
     "MalformedSkill",
     "ModelNotFound",
     "PipelineError",
+    "PlanError",
+    "PlanRefused",
     "PointInvalid",
     "PrepareError",
     "ReadOnlyStoreError",
@@ -138,6 +142,32 @@ class SkillValidationError(SkillError):
         self.errors = list(errors)
         joined = "; ".join(self.errors)
         super().__init__(f"{path}: invalid under profile {profile}: {joined}")
+
+
+class PlanError(SkillError, ValueError):
+    """A procedure's executable plan is malformed, or one of its bindings finds no single value.
+
+    Attributes:
+        field: where in the plan (``steps[2].args.order_id``, ``inputs[1].type``,
+            ``version``); steps are numbered from 1, as the plan's bindings name them.
+    """
+
+    def __init__(self, message: str, *, field: str | None = None):
+        self.field = field
+        super().__init__(f"{field}: {message}" if field else message)
+
+
+class PlanRefused(PlanError):
+    """A plan, or the inputs it was called with, fails the world's tool schemas; nothing ran.
+
+    Attributes:
+        problems: every problem found, one message each (a step's tool the world does not
+            offer, an argument its schema does not allow, an input too long).
+    """
+
+    def __init__(self, problems: list[str]):
+        self.problems = list(problems)
+        super().__init__("refused before any call: " + "; ".join(self.problems))
 
 
 class PipelineError(SkillsynthError):

@@ -502,3 +502,25 @@ class FakeModelServer:
         self._stop.set()
         self._httpd.shutdown()
         self._httpd.server_close()
+
+
+class FakeWorldCalls:
+    """FAKE world calls for running plans: each tool answers from a script (a result, or a
+    function of the arguments); a tool in ``failing`` (or with no answer) fails; every call
+    is recorded in ``calls``. It returns the live worlds' own ``CallOutcome``, so what a
+    plan's executor accepts here a world episode's ``execute`` satisfies too."""
+
+    def __init__(self, answers: dict[str, Any], failing: tuple[str, ...] = ()):
+        self.answers, self.failing = answers, set(failing)
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def __call__(self, name: str, arguments: dict[str, Any]) -> Any:
+        from skillsynth.evaluation.live.worlds.base import CallOutcome
+
+        self.calls.append((name, dict(arguments)))
+        answer = self.answers.get(name)
+        if callable(answer):
+            answer = answer(arguments)
+        if name in self.failing or answer is None:
+            return CallOutcome(f"Error: {name} could not be done", False)
+        return CallOutcome(answer if isinstance(answer, str) else json.dumps(answer), True)

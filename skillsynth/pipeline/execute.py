@@ -1,0 +1,416 @@
+"""Execute: a plan checked against a world's tool schemas, then run one world call at a time.
+
+A plan may come from an imported or tampered memory.db, so nothing runs before it passes
+:func:`check_plan` against the world's own tool specs (OpenAI function schemas, as a world's
+``tool_specs()`` lists them):
+
+- each step's tool is one the world offers, looked up by its exact name: a plan cannot reach
+  a shell, a module or any other code, because it can only name the world's tools;
+- each argument is one the tool declares, and every argument it requires is bound;
+- a constant fits its argument's schema, and a string constant must be one of the schema's
+  ``enum`` values: an induced plan holds no other (its constants are null, booleans and enum
+  values), so a planted free-text string (a shell command, a prompt) is refused;
+- an input's type is one its argument's schema allows; an ``every`` binding feeds a list.
+
+:func:`execute_plan` then checks the inputs it is given (each of the plan's inputs, of its
+slot's type, no string over :data:`~.plan.MAX_STRING_CHARS`) and runs the steps in order.
+Before each call the step's arguments are resolved (:func:`~.plan.resolve_binding`) and
+validated against the tool's JSON schema (:func:`schema_errors`), every string bounded.
+The first step that cannot be bound, fails validation or whose call fails ends the run: the
+:class:`PlanRun` says what ran, the error and the partial results, so the agent can go on.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..errors import PlanError, PlanRefused
+from .plan import (
+    MAX_STRING_CHARS,
+    Binding,
+    Const,
+    FromInput,
+    FromStep,
+    ListOf,
+    Plan,
+    PlanStop,
+    parse_result,
+    resolve_binding,
+)
+
+__all__ = ["PlanRun", "StepOutcome", "StepRun", "WorldCall", "check_plan", "execute_plan",
+           "input_problems", "plan_problems", "schema_errors"]
+
+_MAX_SCHEMA_DEPTH = 32
+
+
+class StepOutcome(Protocol):
+    """What one world call returns: the text the agent would see, and whether it succeeded
+    (a world episode's ``CallOutcome`` is one)."""
+
+    @property
+    def result(self) -> str: ...
+
+    @property
+    def ok(self) -> bool: ...
+
+
+#: One call into the world: (tool name, arguments) -> its outcome. A world episode's
+#: ``execute`` is one; a harness may wrap it to record the call in its transcript.
+WorldCall = Callable[[str, dict[str, Any]], StepOutcome]
+
+
+@dataclass(frozen=True)
+class StepRun:
+    """One step that was called: its number, tool, resolved arguments and outcome."""
+
+    step: int
+    tool: str
+    arguments: Mapping[str, Any]
+    result: str
+    ok: bool
+
+
+@dataclass(frozen=True)
+class PlanRun:
+    """What a plan's run did.
+
+    Attributes:
+        ran: the steps called, in order (the last one failed when ``error`` names it).
+        error: why the run stopped early (a binding, an argument its schema refuses, a
+            failed call), naming the step; None when every step ran and succeeded.
+        failed_step: the step ``error`` is about (1-based), else None.
+        handoff: where the plan itself ends before the run it came from did
+            (:attr:`~.plan.Plan.stop`): the agent continues from there.
+    """
+
+    ran: tuple[StepRun, ...]
+    error: str | None = None
+    failed_step: int | None = None
+    handoff: PlanStop | None = None
+
+    @property
+    def complete(self) -> bool:
+        """Every step ran and succeeded and the plan covers the whole procedure."""
+        return self.error is None and self.handoff is None
+
+    @property
+    def results(self) -> tuple[str, ...]:
+        """The result text of each step that ran (the partial results after an error)."""
+        return tuple(s.result for s in self.ran)
+
+
+# ---------------------------------------------------------------------- JSON schema
+def _is_type(value: Any, name: str) -> bool:
+    if name == "integer":
+        return (isinstance(value, int) and not isinstance(value, bool)) or (
+            isinstance(value, float) and value.is_integer())
+    if name == "number":
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    kinds: dict[str, Any] = {"string": str, "boolean": bool, "array": list, "object": dict,
+                             "null": type(None)}
+    return name in kinds and isinstance(value, kinds[name])
+
+
+def _same(a: Any, b: Any) -> bool:
+    """JSON equality: a boolean is not a number, 1 equals 1.0."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    return bool(a == b) and (isinstance(a, int | float) == isinstance(b, int | float))
+
+
+def _deref(schema: Any, root: Mapping[str, Any]) -> Any:
+    """``schema`` with a local ``$ref`` (``#/$defs/X``) followed; None where it dangles."""
+    for _ in range(_MAX_SCHEMA_DEPTH):
+        if not isinstance(schema, Mapping) or "$ref" not in schema:
+            return schema
+        ref = schema["$ref"]
+        if not isinstance(ref, str) or not ref.startswith("#/"):
+            return None
+        node: Any = root
+        for part in ref[2:].split("/"):
+            node = node.get(part) if isinstance(node, Mapping) else None
+        if node is None:
+            return None
+        schema = {**node, **{k: v for k, v in schema.items() if k != "$ref"}}
+    return None
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def schema_errors(value: Any, schema: Any, *, where: str = "",
+                  root: Mapping[str, Any] | None = None, depth: int = 0) -> list[str]:
+    """Why ``value`` fails ``schema``; an empty list means it passes.
+
+    The subset OpenAI function schemas use (pydantic's included): ``type`` (one or a list),
+    ``enum``, ``const``, ``properties``, ``required``, ``additionalProperties``, ``items``,
+    ``anyOf``/``oneOf``/``allOf``, local ``$ref`` to ``$defs``, string and list lengths,
+    ``pattern``, number bounds. Other keywords (``title``, ``description``, ``format``) do
+    not constrain. A ``$ref`` that does not resolve fails (refused, not waved through).
+    """
+    root = schema if root is None and isinstance(schema, Mapping) else root or {}
+    if depth > _MAX_SCHEMA_DEPTH:
+        return [f"{where}: the schema nests too deep to check"]
+    schema = _deref(schema, root)
+    if schema is None:
+        return [f"{where}: the tool's schema has a reference that does not resolve"]
+    if schema is True or schema == {}:
+        return []
+    if schema is False or not isinstance(schema, Mapping):
+        return [f"{where}: no value is allowed here"]
+    errors: list[str] = []
+    for key in ("anyOf", "oneOf"):
+        if isinstance(schema.get(key), list):
+            fits = sum(not schema_errors(value, s, where=where, root=root, depth=depth + 1)
+                       for s in schema[key])
+            if fits == 0 or (key == "oneOf" and fits > 1):
+                errors.append(f"{where}: {_short(value)} fits {fits} of the schema's "
+                              f"{len(schema[key])} alternatives ({key})")
+    for s in schema.get("allOf") or []:
+        errors += schema_errors(value, s, where=where, root=root, depth=depth + 1)
+    types = schema.get("type")
+    if types is not None:
+        types = [types] if isinstance(types, str) else list(types)
+        if not any(_is_type(value, t) for t in types):
+            return errors + [f"{where}: {_short(value)} is not of type {' or '.join(types)}"]
+    if "enum" in schema and not any(_same(value, e) for e in schema["enum"]):
+        errors.append(f"{where}: {_short(value)} is not one of {_short(schema['enum'])}")
+    if "const" in schema and not _same(value, schema["const"]):
+        errors.append(f"{where}: {_short(value)} is not {_short(schema['const'])}")
+    errors += _bounds(value, schema, where)
+    if isinstance(value, list) and isinstance(schema.get("items"), Mapping | bool):
+        for i, x in enumerate(value):
+            errors += schema_errors(x, schema["items"], where=f"{where}[{i + 1}]", root=root,
+                                    depth=depth + 1)
+    if isinstance(value, dict):
+        errors += _object_errors(value, schema, where, root, depth)
+    return errors
+
+
+def _bounds(value: Any, schema: Mapping[str, Any], where: str) -> list[str]:
+    out = []
+    size = len(value) if isinstance(value, str | list) else None
+    if size is not None:
+        lo, hi = ("minLength", "maxLength") if isinstance(value, str) else ("minItems",
+                                                                             "maxItems")
+        if isinstance(schema.get(lo), int) and size < schema[lo]:
+            out.append(f"{where}: {size} long; the schema's {lo} is {schema[lo]}")
+        if isinstance(schema.get(hi), int) and size > schema[hi]:
+            out.append(f"{where}: {size} long; the schema's {hi} is {schema[hi]}")
+    if isinstance(value, str) and isinstance(schema.get("pattern"), str) and \
+            re.search(schema["pattern"], value) is None:
+        out.append(f"{where}: {_short(value)} does not match the schema's pattern")
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        for key, bad in (("minimum", value.__lt__), ("maximum", value.__gt__),
+                         ("exclusiveMinimum", value.__le__), ("exclusiveMaximum", value.__ge__)):
+            if isinstance(schema.get(key), int | float) and bad(schema[key]) is True:
+                out.append(f"{where}: {value} is past the schema's {key} {schema[key]}")
+    return out
+
+
+def _object_errors(value: Mapping[str, Any], schema: Mapping[str, Any], where: str,
+                   root: Mapping[str, Any], depth: int) -> list[str]:
+    out = [f"{where}: {k!r} is required" for k in schema.get("required") or []
+           if k not in value]
+    props = schema.get("properties") or {}
+    extra = schema.get("additionalProperties", True)
+    for k, v in value.items():
+        sub = props.get(k, extra)
+        if sub is False:
+            out.append(f"{where}: {k!r} is not an argument the schema declares")
+        else:
+            out += schema_errors(v, sub, where=f"{where}.{k}", root=root, depth=depth + 1)
+    return out
+
+
+# ---------------------------------------------------------------------- checking a plan
+def _tools(tool_specs: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    """Tool name -> its parameters schema (OpenAI ``{"type": "function", "function": ...}``
+    entries, or bare ``{"name", "parameters"}`` ones)."""
+    out: dict[str, Mapping[str, Any]] = {}
+    for spec in tool_specs:
+        fn = spec.get("function", spec) if isinstance(spec, Mapping) else {}
+        if isinstance(fn, Mapping) and isinstance(fn.get("name"), str):
+            params = fn.get("parameters")
+            out[fn["name"]] = params if isinstance(params, Mapping) else {
+                "type": "object", "properties": {}}
+    return out
+
+
+def _types(schema: Any, root: Mapping[str, Any], depth: int = 0) -> set[str] | None:
+    """The JSON types ``schema`` allows (None: any)."""
+    schema = _deref(schema, root)
+    if not isinstance(schema, Mapping) or depth > _MAX_SCHEMA_DEPTH:
+        return None if schema is True or schema == {} else set()
+    if "type" in schema:
+        t = schema["type"]
+        found = {t} if isinstance(t, str) else set(t)
+        return found | ({"integer"} if "number" in found else set())
+    alts = schema.get("anyOf") or schema.get("oneOf")
+    if isinstance(alts, list):
+        parts = [_types(s, root, depth + 1) for s in alts]
+        if any(p is None for p in parts):
+            return None
+        return set().union(*(p for p in parts if p is not None))
+    return None
+
+
+def _enum(schema: Any, root: Mapping[str, Any], depth: int = 0) -> list[Any]:
+    """Every value ``schema`` lists in an ``enum`` or ``const`` (through refs and choices)."""
+    schema = _deref(schema, root)
+    if not isinstance(schema, Mapping) or depth > _MAX_SCHEMA_DEPTH:
+        return []
+    found = list(schema.get("enum") or []) + ([schema["const"]] if "const" in schema else [])
+    for key in ("anyOf", "oneOf", "allOf"):
+        for s in schema.get(key) or []:
+            found += _enum(s, root, depth + 1)
+    return found
+
+
+def _binding_problems(b: Binding, schema: Any, where: str, root: Mapping[str, Any],
+                      slots: Mapping[str, str]) -> list[str]:
+    """What can be known of a binding before anything runs."""
+    allowed = _types(schema, root)
+
+    def wants(t: str) -> list[str]:
+        if allowed is None or t in allowed:
+            return []
+        wanted = " or ".join(sorted(allowed)) or "nothing"
+        return [f"{where}: a value of type {t} where the schema wants {wanted}"]
+
+    if isinstance(b, Const):
+        out = schema_errors(b.value, schema, where=where, root=root)
+        if isinstance(b.value, str) and not any(_same(b.value, e) for e in _enum(schema, root)):
+            out.append(f"{where}: a string constant the schema does not list in an enum (a "
+                       "plan carries no free text; such a value comes from an input)")
+        return out
+    if isinstance(b, FromInput):
+        return wants(slots.get(b.name, "?"))
+    if isinstance(b, FromStep):
+        return wants("array") if b.every else []
+    target = _deref(schema, root)
+    target = target if isinstance(target, Mapping) else {}
+    if isinstance(b, ListOf):
+        return wants("array") + [p for i, x in enumerate(b.items) for p in _binding_problems(
+            x, target.get("items", {}), f"{where}[{i + 1}]", root, slots)]
+    out = wants("object")
+    props, extra = target.get("properties") or {}, target.get("additionalProperties", True)
+    out += [f"{where}: {k!r} is required" for k in target.get("required") or []
+            if k not in b.fields]
+    for k, x in b.fields.items():
+        sub = props.get(k, extra)
+        out += [f"{where}.{k}: not a key the schema declares"] if sub is False else \
+            _binding_problems(x, sub, f"{where}.{k}", root, slots)
+    return out
+
+
+def plan_problems(plan: Plan, tool_specs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Every reason ``plan`` may not run against these tool specs; empty when it may."""
+    tools = _tools(tool_specs)
+    slots = {s.name: s.type for s in plan.inputs}
+    out: list[str] = []
+    for k, step in enumerate(plan.steps, 1):
+        where = f"steps[{k}]"
+        if step.tool not in tools:
+            out.append(f"{where}: {step.tool!r} is not one of the world's tools")
+            continue
+        params = tools[step.tool]
+        props = params.get("properties") or {}
+        out += [f"{where}.args: {step.tool} requires {r!r}, which the plan does not bind"
+                for r in params.get("required") or [] if r not in step.args]
+        for arg, b in step.args.items():
+            out += [f"{where}.args.{arg}: {step.tool} has no argument {arg!r}"] \
+                if arg not in props else _binding_problems(b, props[arg], f"{where}.args.{arg}",
+                                                           params, slots)
+    return out
+
+
+def check_plan(plan: Plan, tool_specs: Sequence[Mapping[str, Any]]) -> None:
+    """Refuse ``plan`` unless every step is a world tool called with arguments its schema
+    allows (module docstring).
+
+    Raises:
+        PlanRefused: listing every problem (:func:`plan_problems`).
+    """
+    problems = plan_problems(plan, tool_specs)
+    if problems:
+        raise PlanRefused(problems)
+
+
+def input_problems(plan: Plan, inputs: Mapping[str, Any]) -> list[str]:
+    """Why ``inputs`` cannot be given to ``plan``: a missing or unknown input, a value not
+    of its slot's type, a string over :data:`~.plan.MAX_STRING_CHARS`."""
+    slots = {s.name: s for s in plan.inputs}
+    out = [f"input {n!r} is not one of the plan's inputs" for n in inputs if n not in slots]
+    for name, slot in slots.items():
+        if name not in inputs:
+            out.append(f"input {name!r} is missing")
+        elif not _is_type(inputs[name], slot.type):
+            out.append(f"input {name!r}: {_short(inputs[name])} is not of type {slot.type}")
+        elif isinstance(inputs[name], str) and len(inputs[name]) > MAX_STRING_CHARS:
+            out.append(f"input {name!r} has {len(inputs[name])} characters; the limit is "
+                       f"{MAX_STRING_CHARS}")
+    return out
+
+
+def _long_strings(value: Any, where: str) -> list[str]:
+    if isinstance(value, str):
+        return [f"{where}: {len(value)} characters; the limit is {MAX_STRING_CHARS}"] \
+            if len(value) > MAX_STRING_CHARS else []
+    if isinstance(value, Mapping):
+        return [e for k, v in value.items() for e in _long_strings(v, f"{where}.{k}")]
+    if isinstance(value, list):
+        return [e for i, v in enumerate(value) for e in _long_strings(v, f"{where}[{i + 1}]")]
+    return []
+
+
+# ---------------------------------------------------------------------- running it
+def execute_plan(plan: Plan, inputs: Mapping[str, Any], call: WorldCall, *,
+                 tool_specs: Sequence[Mapping[str, Any]]) -> PlanRun:
+    """Run ``plan``'s steps in order through ``call``, one world call per step.
+
+    Nothing is called unless the plan passes :func:`check_plan` against ``tool_specs`` and
+    the inputs pass :func:`input_problems`. Each step's arguments are resolved from the
+    inputs and the earlier results and validated against the tool's schema before its
+    call; the first step that cannot be, or whose call fails, ends the run.
+
+    Args:
+        plan: the plan (from :func:`~.plan.find_plan` of a recalled skill's body).
+        inputs: input name -> value, as the plan's slots declare them.
+        call: one world call (a world episode's ``execute``, or a harness's wrapper).
+        tool_specs: the world's tools as OpenAI function schemas.
+
+    Raises:
+        PlanRefused: the plan or the inputs are refused; nothing was called.
+    """
+    check_plan(plan, tool_specs)
+    problems = input_problems(plan, inputs)
+    if problems:
+        raise PlanRefused(problems)
+    tools = _tools(tool_specs)
+    ran: list[StepRun] = []
+    parsed: list[Any] = []
+    for k, step in enumerate(plan.steps, 1):
+        where = f"steps[{k}].args"
+        try:
+            args = {a: resolve_binding(b, parsed, inputs, where=f"{where}.{a}")
+                    for a, b in step.args.items()}
+        except PlanError as exc:
+            return PlanRun(tuple(ran), str(exc), k, plan.stop)
+        errors = schema_errors(args, tools[step.tool], where=where) + _long_strings(args, where)
+        if errors:
+            return PlanRun(tuple(ran), "; ".join(errors), k, plan.stop)
+        outcome = call(step.tool, args)
+        ran.append(StepRun(k, step.tool, args, str(outcome.result), bool(outcome.ok)))
+        if not outcome.ok:
+            return PlanRun(tuple(ran), f"steps[{k}]: {step.tool} failed: "
+                           f"{str(outcome.result)[:300]}", k, plan.stop)
+        parsed.append(parse_result(str(outcome.result)))
+    return PlanRun(tuple(ran), None, None, plan.stop)
