@@ -403,14 +403,16 @@ def execute_plan(plan: Plan, inputs: Mapping[str, Any], call: WorldCall, *,
             args = {a: resolve_binding(b, parsed, inputs, where=f"{where}.{a}")
                     for a, b in step.args.items()}
         except PlanError as exc:
-            return PlanRun(tuple(ran), str(exc), k, plan.stop)
+            return PlanRun(ran=tuple(ran), error=str(exc), failed_step=k, handoff=plan.stop)
         errors = schema_errors(args, tools[step.tool], where=where) + _long_strings(args, where)
         if errors:
-            return PlanRun(tuple(ran), "; ".join(errors), k, plan.stop)
+            return PlanRun(ran=tuple(ran), error="; ".join(errors), failed_step=k,
+                           handoff=plan.stop)
         outcome = call(step.tool, args)
-        ran.append(StepRun(k, step.tool, args, str(outcome.result), bool(outcome.ok)))
+        ran.append(StepRun(step=k, tool=step.tool, arguments=args, result=str(outcome.result),
+                           ok=bool(outcome.ok)))
         if not outcome.ok:
-            return PlanRun(tuple(ran), f"steps[{k}]: {step.tool} failed: "
-                           f"{str(outcome.result)[:300]}", k, plan.stop)
+            return PlanRun(ran=tuple(ran), error=f"steps[{k}]: {step.tool} failed: "
+                           f"{str(outcome.result)[:300]}", failed_step=k, handoff=plan.stop)
         parsed.append(parse_result(str(outcome.result)))
-    return PlanRun(tuple(ran), None, None, plan.stop)
+    return PlanRun(ran=tuple(ran), handoff=plan.stop)

@@ -177,7 +177,7 @@ class _Run:
         """The leaf's source with no result before it: customer, constant or unknown."""
         key = (tool, arg, value_key(leaf))
         if key not in self._alone:
-            self._alone[key] = argument_sources([TracedCall(tool, {arg: leaf})], self.goal,
+            self._alone[key] = argument_sources([TracedCall(name=tool, arguments={arg: leaf})], self.goal,
                                                 enums=self.enums)[0][arg][0].kind
         return self._alone[key]
 
@@ -265,7 +265,7 @@ class _Inducer:
                    for v in values) or not any(len(v) > 1 for v in values):
             return None
         for k, path in self._candidates(i, arg, peers, (*pos, 0)):
-            b = FromStep(k, path, every=True)
+            b = FromStep(step=k, path=path, every=True)
             if all(self._gives(r, j, b, v) for (r, j), v in zip(peers, values, strict=True)):
                 return b
         return None
@@ -273,7 +273,7 @@ class _Inducer:
     def _leaf(self, i: int, arg: str, peers: list[tuple[_Run, int]], pos: tuple[Any, ...],
               values: list[Any]) -> Binding | StopReason:
         for k, path in self._candidates(i, arg, peers, pos):
-            b = FromStep(k, path)
+            b = FromStep(step=k, path=path)
             if all(self._gives(r, j, b, v) for (r, j), v in zip(peers, values, strict=True)):
                 return b
         tool = self.rep.tools[i]
@@ -311,7 +311,7 @@ class _Inducer:
         taken = {s.name for s, _ in self.inputs}
         name = next(n for n in (base, *(f"{base}_{k}" for k in range(2, 99)))
                     if n not in taken)
-        self.inputs.append((InputSlot(name, cast(InputType, _json_type(values[0]))), seen))
+        self.inputs.append((InputSlot(name=name, type=cast(InputType, _json_type(values[0]))), seen))
         return FromInput(name)
 
 
@@ -338,10 +338,10 @@ def induce_plan(members: Sequence[SessionSequence], representative: SessionSeque
     stop: PlanStop | None = None
     for i, call in enumerate(ind.rep.calls):
         if not TOOL_RE.match(call.name):
-            stop = PlanStop(i + 1, "", "", "name")
+            stop = PlanStop(step=i + 1, tool="", argument="", reason="name")
             break
         if i == MAX_PLAN_STEPS:
-            stop = PlanStop(i + 1, call.name, "", "limit")
+            stop = PlanStop(step=i + 1, tool=call.name, argument="", reason="limit")
             break
         peers = [(r, j) for r in runs if (j := r.at(*ind.keys[i])) is not None]
         kept = len(ind.inputs)
@@ -350,13 +350,14 @@ def induce_plan(members: Sequence[SessionSequence], representative: SessionSeque
             with_arg = [(r, j) for r, j in peers if arg in r.calls[j].arguments]
             got = ind.bind(i, arg, with_arg, ()) if IDENT_RE.match(arg) else "name"
             if isinstance(got, str):
-                stop = PlanStop(i + 1, call.name, arg if IDENT_RE.match(arg) else "", got)
+                stop = PlanStop(step=i + 1, tool=call.name,
+                                argument=arg if IDENT_RE.match(arg) else "", reason=got)
                 break
             args[arg] = got
         if stop is not None:
             del ind.inputs[kept:]  # the inputs only the unbound step would have used
             break
-        steps.append(PlanStep(call.name, args))
+        steps.append(PlanStep(tool=call.name, args=args))
     if not steps:
         return None
-    return Plan(tuple(s for s, _ in ind.inputs), tuple(steps), stop)
+    return Plan(inputs=tuple(s for s, _ in ind.inputs), steps=tuple(steps), stop=stop)

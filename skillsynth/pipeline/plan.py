@@ -45,7 +45,7 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from ..errors import PlanError
@@ -350,7 +350,7 @@ def _decode(value: Any, where: str, depth: int = 1) -> Binding:
         raise _fail(where, f"nested deeper than {MAX_BINDING_DEPTH}")
     if "step" in value:
         v = _obj(value, where, ("step", "path"), ("every",))
-        return FromStep(v["step"], v["path"], v.get("every", False))
+        return FromStep(step=v["step"], path=v["path"], every=v.get("every", False))
     (kind, inner), = value.items()
     if kind == "input":
         return FromInput(inner)
@@ -394,19 +394,20 @@ def parse_plan(text: str) -> Plan:
     inputs = []
     for i, x in enumerate(data["inputs"][:MAX_PLAN_INPUTS + 1], 1):
         x = _obj(x, f"inputs[{i}]", ("name", "type", "from"))
-        inputs.append(InputSlot(x["name"], x["type"], x["from"]))
+        inputs.append(InputSlot(name=x["name"], type=x["type"], source=x["from"]))
     steps = []
     for k, x in enumerate(data["steps"][:MAX_PLAN_STEPS + 1], 1):
         x = _obj(x, f"steps[{k}]", ("tool", "args"))
         if not isinstance(x["args"], dict):
             raise _fail(f"steps[{k}].args", "must be an object")
-        steps.append(PlanStep(x["tool"], {a: _decode(b, f"steps[{k}].args.{a}")
-                                          for a, b in x["args"].items()}))
+        steps.append(PlanStep(tool=x["tool"], args={a: _decode(b, f"steps[{k}].args.{a}")
+                                                    for a, b in x["args"].items()}))
     stop = data["stop"]
     if stop is not None:
         stop = _obj(stop, "stop", ("step", "tool", "argument", "reason"))
-        stop = PlanStop(stop["step"], stop["tool"], stop["argument"], stop["reason"])
-    return Plan(tuple(inputs), tuple(steps), stop)
+        stop = PlanStop(step=stop["step"], tool=stop["tool"], argument=stop["argument"],
+                        reason=stop["reason"])
+    return Plan(inputs=tuple(inputs), steps=tuple(steps), stop=stop)
 
 
 def find_plan(body: str) -> Plan | None:
@@ -422,9 +423,7 @@ def strip_plan(body: str) -> str:
 
 def with_plan(skill: Skill, plan: Plan) -> Skill:
     """``skill`` with ``plan`` as the last part of its body (an existing plan replaced)."""
-    return Skill(skill.name, skill.description,
-                 strip_plan(skill.body) + "\n\n" + render_plan(plan),
-                 skill.tools_required, skill.license, skill.version)
+    return replace(skill, body=strip_plan(skill.body) + "\n\n" + render_plan(plan))
 
 
 # ---------------------------------------------------------------------- resolution
