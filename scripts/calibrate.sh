@@ -7,7 +7,7 @@
 # Usage: scripts/calibrate.sh [extra `skillsynth calibrate` options, e.g. --model NAME]
 #   scripts/calibrate.sh --backend lemonade   GAIA's own embedder (EmbeddingGemma-300m) and
 #       Gemma-4 on a running Lemonade Server: writes
-#       skillsynth/data/calibration/user.embeddinggemma-300m-GGUF.json (what
+#       skillsynth/data/calibration/embeddinggemma-300m-GGUF.json (what
 #       `similarity_tau: calibrated` reads on that backend: eval/sweeps/lemonade-gaia-questions.yaml)
 #       and GAIA's settings block, eval/results/calibration/memory_settings.json.
 set -euo pipefail
@@ -25,14 +25,15 @@ skillsynth corpus import --format tau2 datasets/tau2-retail/*1trials.json.gz "$O
 # Families: synthetic by task (paraphrases of one task); the real corpora by the tools
 # rule (their repeated trials share one goal text, so only kinds of task give pairs).
 # The shipped file is named after the embedder that ran: the embedded MiniLM, or Lemonade's
-# EmbeddingGemma (or --embed-model) with --backend lemonade.
+# EmbeddingGemma (or --embed-model) with --backend lemonade, by its recorded id (Lemonade's
+# `user.X` is recorded as X; skillsynth.models.llm.canonical_model_id).
 EMBEDDER=all-MiniLM-L6-v2-f16
 EXTRA=()
 for ((i = 1; i <= $#; i++)); do
     case "${!i}" in
-        --backend) j=$((i + 1)); [ "${!j:-}" = lemonade ] && EMBEDDER=user.embeddinggemma-300m-GGUF \
+        --backend) j=$((i + 1)); [ "${!j:-}" = lemonade ] && EMBEDDER=embeddinggemma-300m-GGUF \
                        && EXTRA=(--write-settings "$OUT/memory_settings.json") ;;
-        --backend=lemonade) EMBEDDER=user.embeddinggemma-300m-GGUF
+        --backend=lemonade) EMBEDDER=embeddinggemma-300m-GGUF
                             EXTRA=(--write-settings "$OUT/memory_settings.json") ;;
     esac
 done
@@ -42,6 +43,7 @@ for ((i = 1; i <= $#; i++)); do
         --embed-model=*) EMBEDDER="${!i#--embed-model=}" ;;
     esac
 done
+EMBEDDER="${EMBEDDER#user.}"
 skillsynth calibrate "$OUT/synthetic-8.db" "$OUT/taubench-airline.db::tools" \
     "$OUT/tau2-airline.db::tools" "$OUT/tau2-retail.db::tools" \
     --out "skillsynth/data/calibration/$EMBEDDER.json" ${EXTRA[@]+"${EXTRA[@]}"} "$@"

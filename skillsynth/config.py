@@ -311,15 +311,20 @@ def _parse_env_value(f: dataclasses.Field[Any], raw: str, var: str) -> Any:
 def calibrated_defaults(embed_model: str) -> dict[str, Any] | None:
     """The shipped calibration of the embedder ``embed_model`` (model id, ``:dim`` allowed).
 
+    Lemonade's ``user.X`` and ``X`` are one model: the file is named by the recorded id
+    (``X.json``, :func:`~skillsynth.models.llm.canonical_model_id`); a file named in the
+    ``user.`` form (before issue 39) is found too.
+
     Returns the calibration file's content (``similarity_tau``, ``recall_tau``, ``corpora``,
     ``method``, ``created_at``, ...) or None when this embedder has none.
     """
-    name = embed_model.split(":")[0]
-    ref = resources.files("skillsynth").joinpath(f"data/calibration/{name}.json")
-    if not ref.is_file():
-        return None
-    data = json.loads(ref.read_text(encoding="utf-8"))
-    return data if isinstance(data, dict) else None
+    name = embed_model.split(":")[0].removeprefix("user.")
+    for stem in (name, f"user.{name}"):
+        ref = resources.files("skillsynth").joinpath(f"data/calibration/{stem}.json")
+        if ref.is_file():
+            data = json.loads(ref.read_text(encoding="utf-8"))
+            return data if isinstance(data, dict) else None
+    return None
 
 
 def calibration_for(user_keys: set[str] | frozenset[str], embedder: str | None

@@ -19,6 +19,8 @@ through untranslated (it is chained with ``raise ... from exc``)::
     ├── LLMError                 model traffic
     │   ├── LLMUnavailable       server unreachable or 5xx after bounded retries
     │   ├── ModelNotFound        the configured model is not served (says how to get it)
+    │   ├── KeyRejected          the server refused the API key, or wants one (401/403)
+    │   ├── InputTooLarge        one input has more tokens than the server takes (says both)
     │   └── MalformedResponse    the server answered something we cannot parse
     ├── EmbedderError            embeddings could not be produced or would be mixed
     ├── PrepareError             a step of ``skillsynth models prepare`` failed (names it)
@@ -41,6 +43,8 @@ __all__ = [
     "EmbedderError",
     "EvaluationError",
     "FigureError",
+    "InputTooLarge",
+    "KeyRejected",
     "LLMError",
     "LLMUnavailable",
     "MalformedResponse",
@@ -185,6 +189,33 @@ class LLMUnavailable(LLMError):
 
 class ModelNotFound(LLMError):
     """The server is up but does not serve the configured model."""
+
+
+class KeyRejected(LLMError):
+    """The server answered 401 or 403: the API key it was sent is wrong, or it wants one.
+
+    A server that answers this is reachable; ``models status`` says so instead of calling
+    it unreachable.
+    """
+
+
+class InputTooLarge(LLMError):
+    """The server refused an input with more tokens than it processes at once.
+
+    llama-server (behind Lemonade too) says both numbers: "input (N tokens) is too large to
+    process. increase the physical batch size (current batch size: B)". Not retried: the
+    same input fails the same way.
+
+    Attributes:
+        tokens: the input's token count (N), when the server said it.
+        limit: the most tokens the server takes (B), when it said it.
+    """
+
+    def __init__(self, message: str, *, base_url: str | None = None, model: str | None = None,
+                 tokens: int | None = None, limit: int | None = None):
+        self.tokens = tokens
+        self.limit = limit
+        super().__init__(message, base_url=base_url, model=model)
 
 
 class MalformedResponse(LLMError):

@@ -1,7 +1,9 @@
 """Shared fixtures: real SQLite files in pytest's tmp_path, never in-memory stand-ins.
 
 Test tiers (markers registered in pyproject.toml): ``models``, ``live``, ``dask``,
-``notebooks``, ``slow``; the fast tier is every test with none of them. With
+``notebooks``, ``slow``, ``lemonade``; the fast tier is every test with none of them. The
+``lemonade`` tier runs against a real Lemonade Server (:func:`lemonade_server`; it skips,
+saying why, where no ``lemond`` build or source is named: tests/lemonade_server.py). With
 ``SKILLSYNTH_TEST_TIER=fast`` (``scripts/test.sh --fast``) the session runs as on a machine
 where nothing is prepared: the models home is an empty folder and importing tau2 fails, so
 an unmarked test that needs the models or a world fails loudly instead of quietly slowing
@@ -52,10 +54,37 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if FAST:  # the fast tier is the unmarked tests, whatever -m says
-        tiers = ("models", "live", "dask", "notebooks", "slow")
+        tiers = ("models", "live", "dask", "notebooks", "slow", "lemonade")
         keep = [i for i in items if not any(i.get_closest_marker(t) for t in tiers)]
         config.hook.pytest_deselected(items=[i for i in items if i not in keep])
         items[:] = keep
+
+
+@pytest.fixture(scope="session")
+def lemonade_server(tmp_path_factory: pytest.TempPathFactory):
+    """A real ``lemond`` serving the prepared models (found, or built from the source), on
+    a free port for the session; skips with the reason where there is none to run."""
+    import lemonade_server as lemonade
+
+    where = lemonade.locate()
+    if where.error:
+        pytest.fail(where.error)
+    if where.skip:
+        pytest.skip(where.skip)
+    lemonade.build(where, tmp_path_factory.mktemp("lemonade-build") / "build.log")
+    server = lemonade.serve(where)
+    try:
+        yield server
+    finally:
+        lemonade.stop(server)
+
+
+@pytest.fixture
+def lemonade_env(lemonade_server, monkeypatch: pytest.MonkeyPatch):
+    """The session's Lemonade as a user configures it: ``LEMONADE_BASE_URL``, no key."""
+    monkeypatch.setenv("LEMONADE_BASE_URL", lemonade_server.base_url)
+    monkeypatch.delenv("LEMONADE_API_KEY", raising=False)
+    return lemonade_server
 
 
 @pytest.fixture

@@ -68,7 +68,7 @@ def test_404_model_not_found_names_the_pull_command():
     routes = {("GET", f"{P}/models"): (200, REC["models"]),
               ("POST", f"{P}/chat/completions"): (404, REC["model_not_found"])}
     with FakeServer(routes) as srv:
-        with pytest.raises(ModelNotFound, match="lemonade-server pull Gemma-4-E4B-it-GGUF"):
+        with pytest.raises(ModelNotFound, match="`lemonade pull Gemma-4-E4B-it-GGUF`"):
             ChatClient(_ep(srv.base_url)).chat(MSG)
         assert len([r for r in srv.requests if r[0] == "POST"]) == 1  # not retried
 
@@ -122,7 +122,8 @@ def test_recorded_lemonade_health_models_and_request_shape():
 
 def test_a_trickling_server_is_cut_off_at_the_request_deadline():
     # one byte every 0.2 s never trips a per-read timeout of 1 s; the whole-request
-    # deadline (timeout_s) must end each attempt
+    # deadline (timeout_s) must end each attempt (a local server: on Lemonade a timed-out
+    # POST is not retried, tests/test_lemonade_client.py)
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -158,7 +159,9 @@ def test_a_trickling_server_is_cut_off_at_the_request_deadline():
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}{P}"
         t0 = time.monotonic()
-        with ChatClient(_ep(url, timeout_s=1.0, max_retries=1)) as c, \
+        ep = Endpoint("local", url, "Gemma-4-E4B-it-GGUF", timeout_s=1.0, max_retries=1,
+                      retry_backoff_s=0.01)
+        with ChatClient(ep) as c, \
                 pytest.raises(LLMUnavailable, match="no complete answer within 1 s"):
             c.chat(MSG)
         assert time.monotonic() - t0 < 5  # two attempts of about 1 s, not 80 s of trickle

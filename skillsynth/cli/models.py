@@ -61,12 +61,17 @@ def _models_status(args: argparse.Namespace) -> int:
         print_json(status)
         return EXIT_OK
     lem = status["lemonade"]
-    if lem["reachable"]:
+    # the error without its "lemonade at URL (model M): " prefix, which the line already says
+    why = str(lem.get("error", "")).partition("): ")[2] or lem.get("error", "")
+    if lem.get("key_rejected"):
+        print(f"lemonade  reachable at {lem['base_url']}, but it rejected the key (check "
+              f"LEMONADE_API_KEY): {why}")
+    elif lem["reachable"]:
         served = "served" if lem["model_served"] else "NOT served"
         print(f"lemonade  reachable at {lem['base_url']}; {lem['model']} {served}; "
               f"models: {', '.join(lem['models']) or '-'}")
     else:
-        print(f"lemonade  unreachable at {lem['base_url']}")
+        print(f"lemonade  unreachable at {lem['base_url']}: {why}")
     loc = status["local"]
     for entry in loc.get("manifest_missing", []):
         print(f"local     the manifest names a missing file: {entry} (run `skillsynth models "

@@ -1,7 +1,8 @@
 """Embeddings over an OpenAI-compatible ``/embeddings`` route, L2-normalised float32.
 
-An :class:`Embedder` carries an ``embedder_id`` (``<model>:<dimension>``), the value GAIA
-keeps in ``meta.embedder_id``. Vectors from different embedders are never mixed:
+An :class:`Embedder` carries an ``embedder_id`` (``<model>:<dimension>``, the model by its
+recorded id: :func:`~skillsynth.models.llm.canonical_model_id`), the value GAIA keeps in
+``meta.embedder_id``. Vectors from different embedders are never mixed:
 :func:`check_store_embedder` refuses a database whose stored vectors came from another one.
 """
 
@@ -14,14 +15,14 @@ from typing import Self
 import httpx
 import numpy as np
 
-from ..errors import EmbedderError, LLMError, MalformedResponse
+from ..errors import EmbedderError, InputTooLarge, LLMError, MalformedResponse
 from ..protocols import Embeds, Kind
 from ..store import MemoryStore
 from .cache import CallCache, cache_key
-from .llm import Endpoint, ModelConnection
+from .llm import Endpoint, ModelConnection, canonical_model_id
 
-__all__ = ["EMBEDDER_META_KEY", "MAX_CHARS", "TOKEN_CHECK_CHARS", "Embedder", "Embeds",
-           "check_store_embedder"]
+__all__ = ["EMBEDDER_META_KEY", "LEMONADE_EMBED_MAX_TOKENS", "MAX_CHARS", "TOKEN_CHECK_CHARS",
+           "Embedder", "Embeds", "check_store_embedder", "same_embedder"]
 
 EMBEDDER_META_KEY = "embedder_id"
 
@@ -30,6 +31,12 @@ EMBEDDER_META_KEY = "embedder_id"
 MAX_CHARS = 2000
 #: Above this many characters a text is measured in tokens on the embedded server.
 TOKEN_CHECK_CHARS = 500
+#: The most tokens one embedding input may have on Lemonade when the server's refusal does
+#: not say (llama-server's default physical batch, which Lemonade 11.7.0 gives an embedder
+#: loaded without ``--ubatch-size``; an input over it fails with HTTP 500).
+LEMONADE_EMBED_MAX_TOKENS = 512
+#: Tries to fit one refused text (each cut in proportion to what the server said).
+_FIT_ROUNDS = 4
 log = logging.getLogger(__name__)
 
 
@@ -51,6 +58,13 @@ class Embedder:
     On the embedded llama-server (backend ``local``) the bound is exact: a text over
     :data:`TOKEN_CHECK_CHARS` characters is tokenized by the server and, when it has more
     tokens than the server's context allows, cut to the tokens that fit (counted too).
+
+    On Lemonade, whose ``/tokenize`` answers for whichever model was loaded last, the server
+    says it: an input over its token batch is refused with both counts ("input (N tokens) is
+    too large to process ... (current batch size: B)"; B taken as
+    :data:`LEMONADE_EMBED_MAX_TOKENS` when not said). The refused batch is halved until the
+    text is alone, then the text is cut in proportion (B/N, less a margin) until the server
+    takes it; the cut is counted and remembered, so the text is not measured again.
     """
 
     def __init__(self, endpoint: Endpoint, *, batch_size: int = 64, query_prefix: str = "",
@@ -92,8 +106,9 @@ class Embedder:
 
     @property
     def embedder_id(self) -> str:
-        """``<model>:<dimension>``: what ``meta.embedder_id`` records."""
-        return f"{self.endpoint.model}:{self.dimension}"
+        """``<model>:<dimension>``: what ``meta.embedder_id`` records (the model's recorded
+        id, so ``user.X`` and ``X`` on Lemonade give one embedder id)."""
+        return f"{self.endpoint.model_id}:{self.dimension}"
 
     def embed(self, texts: Sequence[str], *, kind: Kind = "document",
               progress: bool = False) -> np.ndarray:
@@ -114,7 +129,7 @@ class Embedder:
         if self.cache is not None:
             for i, text in enumerate(inputs):
                 keys[i] = cache_key(kind="embed", backend=self.endpoint.backend,
-                                    model=self.endpoint.model, input=text)
+                                    model=self.endpoint.model_id, input=text)
                 hit = self.cache.get(keys[i] or "")
                 if hit is not None:
                     out[i] = np.frombuffer(hit, dtype="<f4").astype(np.float32)
@@ -129,17 +144,23 @@ class Embedder:
             from tqdm.auto import tqdm
 
             batches = tqdm(batches, desc="embedding", unit="batch")
+        fitted_before = set(self._fitted)
         for start in batches:
             chunk = todo[start:start + self.batch_size]
-            vecs = self._request(chunk)
+            vecs = self._request_fitting(chunk)
             for text, v in zip(chunk, vecs, strict=True):
                 first = where[text][0]
                 if self.cache is not None and keys[first] is not None:
                     stored = self.cache.put(keys[first] or "", v.astype("<f4").tobytes(),
-                                            kind="embed", model=self.endpoint.model)
+                                            kind="embed", model=self.endpoint.model_id)
                     v = np.frombuffer(stored, dtype="<f4").astype(np.float32)  # first wins
                 for i in where[text]:
                     out[i] = v
+        for text in set(self._fitted) - fitted_before:  # cut at the server's word just now
+            if self._fitted[text] != text:
+                # each occurrence counts once: a text _bound already cut is counted there
+                self.truncated += sum(inputs[i] == prefix + texts[i]
+                                      for i in where.get(text, ()))
         if not inputs:
             return np.zeros((0, self._dim or 0), dtype=np.float32)
         arr = np.vstack([v for v in out if v is not None]).astype(np.float32)
@@ -149,9 +170,10 @@ class Embedder:
     def _bound(self, text: str) -> str:
         """``text`` cut to what the model can read (counted when cut)."""
         cut = text[:self.max_chars]
-        if self.endpoint.backend == "local" and len(cut) > TOKEN_CHECK_CHARS:
-            if cut not in self._fitted:  # a long text is measured once, not on every call
-                self._fitted[cut] = self._token_bound(cut)
+        if cut in self._fitted:  # a long text is measured once, not on every call
+            cut = self._fitted[cut]
+        elif self.endpoint.backend == "local" and len(cut) > TOKEN_CHECK_CHARS:
+            self._fitted[cut] = self._token_bound(cut)
             cut = self._fitted[cut]
         if cut != text:
             self.truncated += 1
@@ -183,11 +205,48 @@ class Embedder:
             raise EmbedderError(f"{self.endpoint.model} returned {d}-d vectors after "
                                 f"{self._dim}-d ones (a cache from another model?)")
 
+    def _request_fitting(self, batch: list[str]) -> list[np.ndarray]:
+        """:meth:`_request`, with each text the server refuses as too long cut to fit."""
+        try:
+            return self._request(batch)
+        except InputTooLarge as exc:
+            if len(batch) == 1:
+                return [self._fit(batch[0], exc)]
+            # the refusal does not say which text it was: halve the batch until it is alone
+            mid = len(batch) // 2
+            return self._request_fitting(batch[:mid]) + self._request_fitting(batch[mid:])
+
+    def _fit(self, text: str, refused: InputTooLarge) -> np.ndarray:
+        """Cut ``text`` until the server takes it, in proportion to the counts it gave."""
+        cut = text
+        for _ in range(_FIT_ROUNDS):
+            limit = refused.limit or LEMONADE_EMBED_MAX_TOKENS
+            if not refused.tokens:
+                break
+            keep = max(1, int(len(cut) * 0.95 * limit / refused.tokens))
+            cut = cut[:keep]
+            if " " in cut[keep // 2:]:  # end on a word boundary where one is near
+                cut = cut[:cut.rindex(" ")]
+            try:
+                (v,) = self._request([cut])
+            except InputTooLarge as again:
+                refused = again
+                continue
+            self._fitted[text] = cut
+            log.info("a %d-character text over the server's token batch (%s tokens, at most "
+                     "%d) was cut to %d characters", len(text), refused.tokens, limit, len(cut))
+            return v
+        raise EmbedderError(f"{self.endpoint.model}: a {len(text)}-character text stays over "
+                            f"the server's token batch after {_FIT_ROUNDS} cuts: "
+                            f"{refused}") from refused
+
     def _request(self, batch: list[str]) -> list[np.ndarray]:
         try:
             self.conn.ensure_model()
             body = self.conn.request("POST", "/embeddings",
-                                     {"model": self.endpoint.model, "input": batch})
+                                     {"model": self.conn.served_model, "input": batch})
+        except InputTooLarge:
+            raise
         except LLMError as exc:
             raise EmbedderError(f"embedding {len(batch)} text(s) failed: {exc}") from exc
         try:
@@ -210,12 +269,30 @@ class Embedder:
         return result
 
 
+def _split_embedder_id(embedder_id: str) -> tuple[str, str | None]:
+    """``<model>:<dimension>`` -> (model by its recorded id, dimension); GAIA stamps the
+    model id alone (dimension None)."""
+    model, sep, dim = embedder_id.rpartition(":")
+    if sep and dim.isdigit():
+        return canonical_model_id(model), dim
+    return canonical_model_id(embedder_id), None
+
+
+def same_embedder(a: str, b: str) -> bool:
+    """Whether two embedder ids name one embedder: the same model (``user.X`` and ``X`` are
+    one Lemonade model) and, where both give it, the same dimension."""
+    (ma, da), (mb, db) = _split_embedder_id(a), _split_embedder_id(b)
+    return ma == mb and (da is None or db is None or da == db)
+
+
 def check_store_embedder(store: MemoryStore, embedder: Embeds, *, record: bool = True) -> None:
     """Refuse to mix embedders in one database; record ours where none is recorded.
 
     GAIA clears every stored vector when its embedder changes; skillsynth never does that
     to a user's database, so a different ``meta.embedder_id`` is an error to resolve by
-    hand (use that embedder, or work on a copy).
+    hand (use that embedder, or work on a copy). Ids are compared by :func:`same_embedder`
+    (an id recorded in Lemonade's ``user.`` form, or GAIA's stamp without a dimension, is the
+    same embedder); the recorded value is never rewritten.
 
     Raises:
         EmbedderError: the database records another embedder.
@@ -226,7 +303,7 @@ def check_store_embedder(store: MemoryStore, embedder: Embeds, *, record: bool =
         if record and not store.read_only:
             store.set_meta(EMBEDDER_META_KEY, ours)
         return
-    if theirs != ours:
+    if not same_embedder(theirs, ours):
         raise EmbedderError(
             f"{store.path}: its stored embeddings came from {theirs!r}, this run embeds "
             f"with {ours!r}; vectors from two embedders are not comparable. Configure "

@@ -6,30 +6,60 @@ fall back from one server or model to another. Every failure is typed:
 * unreachable, timed out, or 5xx after ``max_retries`` retries -> :class:`LLMUnavailable`;
 * the configured model is not served -> :class:`ModelNotFound`, with the command that
   pulls (Lemonade) or prepares (local) it;
+* HTTP 401/403 -> :class:`KeyRejected` (the server is up; the key is wrong or missing);
+* one input over the server's token batch -> :class:`InputTooLarge` (not retried);
 * a body that is not what the API promises -> :class:`MalformedResponse`.
 
 llama-server answers with its one loaded model whatever ``model`` a request names, so the
 client checks the configured model against ``/models`` itself before its first call.
+
+Lemonade model ids (measured against Lemonade 11.7.0): a model registered as ``user.X`` is
+listed by ``/models`` under its bare name ``X`` (since Lemonade 10.5), and requests accept
+both forms. The client matches the two forms as one model, sends the id the server lists,
+and records the bare name (:func:`canonical_model_id`) in everything it keeps: run records,
+``embedder_id``, call-cache keys and calibration file names. A generation Lemonade is asked
+for runs to its end even when the client gives up (it does not cancel upstream), so a
+timed-out completion on Lemonade is never retried (see :class:`Endpoint`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
+import re
 import socket
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Self
+from typing import Any, Self
 
 import httpx
 
-from ..errors import LLMError, LLMUnavailable, MalformedResponse, ModelNotFound
+from ..errors import (
+    InputTooLarge,
+    KeyRejected,
+    LLMError,
+    LLMUnavailable,
+    MalformedResponse,
+    ModelNotFound,
+)
 from .cache import CallCache, cache_key
+from .endpoint import (
+    LEMONADE_BASE_URL,
+    LEMONADE_CHAT_MODEL,
+    LEMONADE_EMBED_MODEL,
+    Backend,
+    Endpoint,
+    canonical_model_id,
+    lemonade_pull_command,
+)
 
 log = logging.getLogger(__name__)
+
+#: llama-server's refusal of an input over its physical batch (Lemonade passes it on).
+_TOO_LARGE = re.compile(r"input \((\d+) tokens\) is too large to process"
+                        r"(?:.*?current batch size: (\d+))?", re.DOTALL)
 
 __all__ = [
     "LEMONADE_BASE_URL",
@@ -40,79 +70,9 @@ __all__ = [
     "ChatResult",
     "Endpoint",
     "ModelConnection",
+    "canonical_model_id",
+    "lemonade_pull_command",
 ]
-
-Backend = Literal["lemonade", "local"]
-#: Lemonade Server's default base URL (v10.1 and later; port 8000 before).
-LEMONADE_BASE_URL = "http://localhost:13305/api/v1"
-#: The production chat model (#887).
-LEMONADE_CHAT_MODEL = "Gemma-4-E4B-it-GGUF"
-#: GAIA's embedder on Lemonade (768-d).
-LEMONADE_EMBED_MODEL = "user.embeddinggemma-300m-GGUF"
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """Where one model is served and how patiently to talk to it.
-
-    Attributes:
-        backend: ``"lemonade"`` or ``"local"`` (the embedded llama-server).
-        base_url: the OpenAI-compatible root (``.../api/v1`` or ``.../v1``).
-        model: the model id the server must list under ``/models``.
-        api_key: sent as ``Authorization: Bearer``; never printed.
-        timeout_s: the most seconds one request may take, answer read whole (each attempt;
-            a trickling server is cut off too). Lemonade's first request to a model it has
-            not downloaded can take minutes; raise this for that case rather than retrying.
-        connect_timeout_s: how long to wait for the TCP connection.
-        max_retries: retries after a connection failure, timeout or 5xx (then give up).
-        retry_backoff_s: first pause between retries; doubles each time.
-        decoding: the server's speculative decoding, where it uses one
-            (:attr:`skillsynth.models.decoding.Decoding.identity`; "" plain): part of a
-            sampled call's cache key, since drafting changes how the random stream is used.
-    """
-
-    backend: Backend
-    base_url: str
-    model: str
-    api_key: str | None = field(default=None, repr=False)
-    timeout_s: float = 300.0
-    connect_timeout_s: float = 5.0
-    max_retries: int = 2
-    retry_backoff_s: float = 0.5
-    decoding: str = ""
-
-    def __post_init__(self) -> None:
-        if self.backend not in ("lemonade", "local"):
-            raise LLMError(f"unknown backend {self.backend!r}; use 'lemonade' or 'local'")
-        if not self.base_url.startswith(("http://", "https://")):
-            raise LLMError(f"base_url {self.base_url!r} must start with http:// or https://")
-        if not self.model:
-            raise LLMError("an endpoint needs a model id", base_url=self.base_url)
-        if self.max_retries < 0 or self.timeout_s <= 0 or self.connect_timeout_s <= 0:
-            raise LLMError("timeouts must be positive and max_retries >= 0",
-                           base_url=self.base_url)
-        object.__setattr__(self, "base_url", self.base_url.rstrip("/"))
-
-    @classmethod
-    def lemonade(cls, model: str = LEMONADE_CHAT_MODEL, *, base_url: str | None = None,
-                 env: Mapping[str, str] | None = None, **kwargs: Any) -> Endpoint:
-        """A Lemonade endpoint; ``LEMONADE_BASE_URL`` and ``LEMONADE_API_KEY`` apply."""
-        environ = os.environ if env is None else env
-        url = base_url or environ.get("LEMONADE_BASE_URL") or LEMONADE_BASE_URL
-        return cls(backend="lemonade", base_url=url, model=model,
-                   api_key=environ.get("LEMONADE_API_KEY"), **kwargs)
-
-    def with_(self, **changes: Any) -> Endpoint:
-        """A copy with some fields replaced (e.g. a longer timeout)."""
-        return replace(self, **changes)
-
-    @property
-    def how_to_get_model(self) -> str:
-        """The command that makes :attr:`model` available on this backend."""
-        if self.backend == "lemonade":
-            return f"lemonade-server pull {self.model}"
-        return "skillsynth models prepare"
-
 
 class _DeadlineExceeded(Exception):
     """A request's answer did not arrive whole within the endpoint's deadline."""
@@ -157,6 +117,9 @@ class ModelConnection:
         #: HTTP requests actually sent (retries included); cache hits send none.
         self.requests_sent = 0
         self._model_checked = False
+        #: the model id requests carry: the configured one, or the form ``/models`` lists
+        #: it in once :meth:`ensure_model` has matched them (Lemonade's ``user.`` forms).
+        self.served_model = endpoint.model
 
     def close(self) -> None:
         """Close the HTTP client."""
@@ -185,14 +148,18 @@ class ModelConnection:
                 last, why = f"{type(exc).__name__}: {exc}", "down"
                 continue
             except httpx.TimeoutException as exc:
+                self._refuse_to_pile_up(method, path)
                 last, why = f"{type(exc).__name__}: {exc}", "slow"
                 continue
             except httpx.TransportError as exc:
                 last, why = f"{type(exc).__name__}: {exc}", "dropped"
                 continue
             except _DeadlineExceeded as exc:
+                self._refuse_to_pile_up(method, path)
                 last, why = str(exc), "slow"
                 continue
+            if resp.status_code >= 400:
+                self._raise_if_too_large(resp, path)
             if resp.status_code >= 500 and not self._is_model_error(resp):
                 last, why = f"HTTP {resp.status_code}: {resp.text[:300]}", "failing"
                 continue
@@ -207,6 +174,36 @@ class ModelConnection:
                            "says why"}[why]
         raise self._err(LLMUnavailable, f"no usable answer from {path} after {attempts} "
                         f"attempt(s); last: {last}. {hint}")
+
+    def _refuse_to_pile_up(self, method: str, path: str) -> None:
+        """After a timed-out POST to Lemonade: fail now instead of retrying.
+
+        Lemonade (11.7.0, measured) keeps generating a request whose client disconnected, so
+        a retry would run beside the abandoned one, each slower for the other, and Lemonade
+        defers unloading and shutdown until both finish.
+        """
+        e = self.endpoint
+        if e.backend != "lemonade" or method != "POST":
+            return
+        raise self._err(LLMUnavailable, f"no answer from {path} within {e.timeout_s:g} s (the "
+                        "request timeout); not retried: Lemonade keeps generating a request "
+                        "its client gave up on, so a retry would run beside it. Raise the "
+                        "timeout (`--timeout`, a sweep's `timeout_s`) or ask for fewer "
+                        "tokens; the abandoned request holds the server until it ends")
+
+    def _raise_if_too_large(self, resp: httpx.Response, path: str) -> None:
+        """An input over the server's token batch: a typed error, never a retry."""
+        found = _TOO_LARGE.search(resp.text)
+        if found is None:
+            return
+        tokens, limit = found.group(1), found.group(2)
+        e = self.endpoint
+        raise InputTooLarge(
+            f"{e.backend} at {e.base_url} (model {e.model}): {path} refused an input of "
+            f"{tokens} tokens" + (f" (it takes at most {limit})" if limit else "") +
+            "; shorten the input, or load the model with a larger batch (--ubatch-size)",
+            base_url=e.base_url, model=e.model, tokens=int(tokens),
+            limit=int(limit) if limit else None)
 
     def _send(self, method: str, path: str, payload: Any) -> httpx.Response:
         """One request, answered whole (status line, headers and body) within the endpoint's
@@ -294,8 +291,12 @@ class ModelConnection:
                 raise self._err(LLMUnavailable, f"the server could not load the model: "
                                 f"{message}")
             if resp.status_code in (401, 403):
-                raise self._err(LLMError, f"HTTP {resp.status_code} from {path}: check "
-                                "LEMONADE_API_KEY")
+                what = ("rejected the key" if self.endpoint.api_key
+                        else "wants an API key and none was sent")
+                where = ("check LEMONADE_API_KEY" if self.endpoint.backend == "lemonade"
+                         else "the endpoint needs a key")
+                raise self._err(KeyRejected, f"HTTP {resp.status_code} from {path}: the server "
+                                f"{what} ({where})")
             raise self._err(LLMError, f"HTTP {resp.status_code} from {path}: "
                             f"{message or resp.text[:300]}")
         try:
@@ -317,14 +318,31 @@ class ModelConnection:
                 ids += [a for a in m.get("aliases") or [] if isinstance(a, str)]
         return list(dict.fromkeys(ids))
 
+    def served_id(self, ids: Sequence[str]) -> str | None:
+        """The id among ``ids`` (as ``/models`` lists them) that names the configured model.
+
+        The exact id first; on Lemonade, else the one that is the same model by
+        :func:`canonical_model_id` (``user.X`` configured, ``X`` listed, or the reverse).
+        """
+        model = self.endpoint.model
+        if model in ids:
+            return model
+        if self.endpoint.backend == "lemonade":
+            same = [i for i in ids if canonical_model_id(i) == canonical_model_id(model)]
+            if same:
+                return same[0]
+        return None
+
     def ensure_model(self) -> None:
         """Fail with :class:`ModelNotFound` unless the configured model is served."""
         if self._model_checked:
             return
         ids = self.model_ids()
-        if self.endpoint.model not in ids:
+        served = self.served_id(ids)
+        if served is None:
             raise self._err(ModelNotFound, f"not among the served models {ids}; run "
                             f"`{self.endpoint.how_to_get_model}` or configure one of those")
+        self.served_model = served
         self._model_checked = True
 
     def health(self) -> dict[str, Any]:
@@ -382,8 +400,8 @@ class ChatClient:
 
     @property
     def model_id(self) -> str:
-        """The endpoint's model id."""
-        return self.endpoint.model
+        """The endpoint's model id, as recorded (:attr:`Endpoint.model_id`)."""
+        return self.endpoint.model_id
 
     def close(self) -> None:
         """Close the HTTP client (the cache belongs to the caller)."""
@@ -438,12 +456,13 @@ class ChatClient:
                 self.last = replace(self._parse(json.loads(hit)), cached=True)
                 return self.last
         self.conn.ensure_model()
+        payload["model"] = self.conn.served_model
         body = self.conn.request("POST", "/chat/completions", payload)
         self.calls += 1
         result = self._parse(body)
         if key is not None and self.cache is not None:
             stored = self.cache.put(key, json.dumps(body).encode("utf-8"), kind="chat",
-                                    model=self.endpoint.model)
+                                    model=self.endpoint.model_id)
             result = self._parse(json.loads(stored))  # the first stored answer wins
         self.last = result
         return result
@@ -479,12 +498,14 @@ class ChatClient:
         if seed is not None:
             payload["seed"] = seed
         key = None
-        if self.cache is not None:
+        if self.cache is not None:  # keyed on the recorded id: one entry for both forms
             request = {k: v for k, v in payload.items() if k != "stream"}
+            request["model"] = self.endpoint.model_id
             if self.endpoint.decoding and temperature > 0:  # greedy: the same answer
                 request["decoding"] = self.endpoint.decoding
-            key = cache_key(kind="chat", backend=self.endpoint.backend, model=self.endpoint.model,
-                            prompt_version=prompt_version, request=request)
+            key = cache_key(kind="chat", backend=self.endpoint.backend,
+                            model=self.endpoint.model_id, prompt_version=prompt_version,
+                            request=request)
         return payload, key
 
     def _parse(self, body: Any) -> ChatResult:
@@ -500,5 +521,5 @@ class ChatClient:
             raise self.conn._err(MalformedResponse, f"message content is {type(content)}")
         return ChatResult(content=content, tool_calls=calls,
                           finish_reason=choice.get("finish_reason"),
-                          usage=dict(body.get("usage") or {}), model=self.endpoint.model,
+                          usage=dict(body.get("usage") or {}), model=self.endpoint.model_id,
                           timings=dict(body.get("timings") or {}))

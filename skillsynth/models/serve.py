@@ -36,7 +36,14 @@ from typing import Any
 
 import httpx
 
-from ..errors import ConfigError, LLMUnavailable, ModelNotFound, PrepareError, SkillsynthError
+from ..errors import (
+    ConfigError,
+    KeyRejected,
+    LLMUnavailable,
+    ModelNotFound,
+    PrepareError,
+    SkillsynthError,
+)
 from .cache import file_sha256
 from .chat_models import DEFAULT_CHAT_MODEL, chat_model, locate_chat_model, prepare_chat_model
 from .decoding import DRAFT_FOR, Decoding
@@ -464,11 +471,16 @@ def serve_local(models: PreparedModels | None = None, *, chat: bool = True, embe
 
 # ---------------------------------------------------------------------- status
 def _probe(endpoint: Endpoint) -> dict[str, Any]:
+    """What ``/models`` says: reachable (a server answered, a 401/403 included, which is
+    ``key_rejected``), the ids it lists, and whether the endpoint's model is among them."""
     conn = ModelConnection(endpoint.with_(max_retries=0, timeout_s=5.0, connect_timeout_s=2.0))
     try:
         ids = conn.model_ids()
         return {"reachable": True, "base_url": endpoint.base_url, "models": ids,
-                "model": endpoint.model, "model_served": endpoint.model in ids}
+                "model": endpoint.model, "model_served": conn.served_id(ids) is not None}
+    except KeyRejected as exc:
+        return {"reachable": True, "key_rejected": True, "base_url": endpoint.base_url,
+                "model": endpoint.model, "error": str(exc)}
     except SkillsynthError as exc:
         return {"reachable": False, "base_url": endpoint.base_url, "model": endpoint.model,
                 "error": str(exc)}

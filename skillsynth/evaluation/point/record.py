@@ -58,11 +58,13 @@ def git_revision(where: Path | None = None) -> str | None:
 
 
 def model_of(client: Any) -> dict[str, str | None] | None:
-    """A chat client's or embedder's model id and base URL (None for no client)."""
+    """A chat client's or embedder's model id (as recorded: Lemonade's ``user.X`` as ``X``)
+    and base URL (None for no client)."""
     if client is None:
         return None
     ep = getattr(client, "endpoint", None)
-    out = {"model": getattr(ep, "model", None) or getattr(client, "embedder_id", None),
+    out = {"model": getattr(ep, "model_id", None) or getattr(ep, "model", None)
+           or getattr(client, "embedder_id", None),
            "base_url": getattr(ep, "base_url", None)}
     decoding = getattr(ep, "decoding", "")
     if decoding:  # a speculative setting (plain decoding: no key)
