@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 from .. import __version__
 from ..errors import CorpusFormatError
 from ..models.cache import file_sha256
-from ..store import MemoryStore, ToolCall, now_iso
+from ..store import MemoryStore, now_iso
 from .gaiadb import read_gaia_db
 from .jsonl import read_jsonl
 from .labels import LabelStore, labels_path_for
@@ -322,11 +322,7 @@ def _skip(report: ImportReport, rec: BadRecord) -> None:
 def write_session(store: MemoryStore, rec: SessionRecord) -> None:
     """One session in one transaction (calls first, then turns, as GAIA writes them)."""
     with store.transaction():
-        store.add_tool_calls(ToolCall(session_id=rec.session_id, tool_name=c.tool_name, args=c.args,
-                                      result_summary=c.result, success=c.success,
-                                      timestamp=c.timestamp, error=c.error,
-                                      duration_ms=c.duration_ms)
-                             for c in rec.calls)
+        store.add_tool_calls(rec.calls)
         for t in rec.turns:
             store.add_turn(rec.session_id, t.role, t.content, timestamp=t.timestamp)
 

@@ -94,7 +94,12 @@ def decode_embedding(blob: bytes) -> np.ndarray:
 
 @dataclass(frozen=True)
 class ToolCall:
-    """One ``tool_history`` row: a tool call the agent made."""
+    """One ``tool_history`` row: a tool call the agent made.
+
+    The one model of GAIA's rows: the store reads and writes it, and every importer builds
+    it (:class:`~skillsynth.corpora.records.SessionRecord`); ``id`` is the store's row id
+    (None for a row not yet written).
+    """
 
     session_id: str
     tool_name: str
@@ -109,7 +114,11 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class Turn:
-    """One ``conversations`` row. The goal of a session is its first ``user`` turn."""
+    """One ``conversations`` row. The goal of a session is its first ``user`` turn.
+
+    Like :class:`ToolCall`, what the store and every importer share; an imported turn is
+    written with GAIA's default ``context``.
+    """
 
     session_id: str
     role: str
