@@ -161,7 +161,8 @@ def _session(src: SourceFile, sid: str, lines: list[tuple[int, dict[str, Any]]],
                 raise FieldError(f"{where}.label", "a second label for this session")
             label_obj = need(obj, "label", Mapping, where)
     label = _label(sid, label_obj, flags, calls[0].timestamp, src, lines[0][0])
-    return SessionRecord(session_id=sid, calls=tuple(calls), turns=tuple(turns), label=label)
+    return SessionRecord(session_id=sid, calls=tuple(calls), turns=tuple(turns), label=label,
+                         record=f"line {lines[0][0]}")
 
 
 def _opt_str(obj: Mapping[str, Any], key: str, where: str) -> str | None:

@@ -69,6 +69,8 @@ class SessionRecord:
     #: ids earlier skillsynth releases gave this same session (from file name and
     #: position), so that corpora they built recognise it on a re-import
     aliases: tuple[str, ...] = ()
+    #: where in its file the session begins (``line 12``), where the format says
+    record: str | None = None
 
     def __post_init__(self) -> None:
         strays = ({c.session_id for c in self.calls} | {t.session_id for t in self.turns}

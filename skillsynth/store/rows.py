@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -110,6 +110,13 @@ class ToolCall:
     error: str | None = None
     duration_ms: int | None = None
     id: int | None = None
+
+    def as_stored(self) -> ToolCall:
+        """This row as the store holds it once written: GAIA's ``args`` text, ``args``,
+        ``result_summary`` and ``error`` cut at GAIA's 500 characters, no row id."""
+        return replace(self, args=_truncate(serialize_args(self.args)),
+                       result_summary=_truncate(self.result_summary),
+                       error=_truncate(self.error), success=bool(self.success), id=None)
 
 
 @dataclass(frozen=True)
