@@ -404,3 +404,60 @@ def test_any_cut_of_a_valid_file_never_duplicates_and_never_loses_a_record_befor
         assert not whole
         return
     assert _consistent(alone) == set(whole)
+
+
+# ------------------------------------------------------------------ JSONL ids: conflicts
+def _jsonl(path: Path, sessions: dict[str, list[str]], *, stamped: bool = True) -> Path:
+    """One line per call: session id -> its tools in order (each result names its tool)."""
+    lines = []
+    for sid, tools in sessions.items():
+        for k, tool in enumerate(tools):
+            obj = {"session_id": sid, "tool_name": tool, "args": {"q": sid},
+                   "result_summary": f"{tool} ok", "success": True}
+            if stamped:
+                obj["timestamp"] = f"2026-01-05T09:00:0{k}.000000+00:00"
+            if k == 0:
+                obj["goal"] = f"do {sid}"
+            lines.append(json.dumps(obj))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("stamped", [True, False])
+def test_a_jsonl_id_arriving_again_with_other_content_is_a_counted_conflict(tmp_path, stamped):
+    db = tmp_path / "c.db"
+    first = _jsonl(tmp_path / "a.jsonl", {"s1": ["search", "read"], "s2": ["list"]},
+                   stamped=stamped)
+    assert import_corpus("jsonl", first, db).sessions_imported == 2
+    before = _rows(db)
+    # the same sessions from another file (made-up times differ there) are present, not
+    # conflicts; s2 with another call is a conflict; s3 is new
+    (tmp_path / "elsewhere").mkdir()
+    again = _jsonl(tmp_path / "elsewhere" / "b.jsonl",
+                   {"s0": ["x"], "s1": ["search", "read"], "s2": ["list", "delete"],
+                    "s3": ["write"]}, stamped=stamped)
+    plan = import_corpus("jsonl", again, db, dry_run=True)
+    rep = import_corpus("jsonl", again, db)
+    for r in (plan, rep):
+        assert (r.sessions_imported, r.already_present, r.sessions_conflicting) == (2, 1, 1)
+        assert r.conflicts == [{"file": str(again), "record": "line 4", "session_id": "s2"}]
+    assert rep.status == "partial" and plan.status == "dry-run"
+    after = _rows(db)
+    assert [r for r in after["tool_history"] if r[1] == "s2"] == \
+        [r for r in before["tool_history"] if r[1] == "s2"]  # left as it was
+    assert _sessions(db) == {"s0", "s1", "s2", "s3"}
+
+
+def test_two_jsonl_files_of_one_import_that_disagree_on_an_id_and_the_cli(tmp_path, capsys):
+    a = _jsonl(tmp_path / "a.jsonl", {"s1": ["search"]})
+    b = _jsonl(tmp_path / "b.jsonl", {"s1": ["search", "read"]})
+    db = tmp_path / "c.db"
+    plan = import_corpus("jsonl", [a, b], db, dry_run=True)
+    assert not db.exists() and plan.conflicts == [
+        {"file": str(b), "record": "line 1", "session_id": "s1"}]
+    assert main(["corpus", "import", "--format", "jsonl", str(a), str(b), str(db)]) == 3
+    out = capsys.readouterr().out
+    assert "1 session(s) already in the corpus with other content" in out
+    assert f"{b}, line 1: session 's1'" in out
+    rep = import_corpus("jsonl", [a, b], db)  # again: a's is present, b's still conflicts
+    assert (rep.already_present, rep.sessions_conflicting, rep.status) == (1, 1, "partial")

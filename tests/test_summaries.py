@@ -13,9 +13,10 @@ from corpus_kinds import tiny_corpus
 from fakes import FakeDistiller, FakeFamilyEmbedder
 
 from skillsynth.config import Thresholds
+from skillsynth.errors import EvaluationError
 from skillsynth.evaluation import EvalConfig, run_point
 from skillsynth.evaluation.point.metrics import KPI
-from skillsynth.evaluation.point.summary import SUMMARY, PointSummary
+from skillsynth.evaluation.point.summary import SCHEMA_VERSION, SUMMARY, PointSummary, upgrade
 from skillsynth.evaluation.reporting.gate import gate
 from skillsynth.evaluation.reporting.questions import for_issue
 from skillsynth.evaluation.reporting.report import (
@@ -79,6 +80,28 @@ def test_run_point_returns_the_summary_it_wrote(tmp_path):
     assert PointSummary.load(tmp_path / "pt") == PointSummary.from_json(json.loads(on_disk))
     assert res.point_summary.kpis == res.kpis
     assert json.loads(json.dumps(res.summary)) == json.loads(on_disk)  # tuples become lists
+    # every summary written now says its format first; a version 1 file has no such key
+    assert next(iter(json.loads(on_disk).items())) == ("schema_version", SCHEMA_VERSION)
+    assert all("schema_version" not in json.loads(p.read_text()) for p in OLD)
+
+
+def test_one_place_upgrades_old_formats_and_a_newer_one_is_refused_by_name():
+    raw = json.loads(OLD[0].read_text(encoding="utf-8"))
+    assert upgrade(raw) == raw  # a complete version 1 file is already today's shape
+    current = PointSummary.from_json(raw | {"schema_version": SCHEMA_VERSION})
+    assert current.to_json() == {"schema_version": SCHEMA_VERSION} | raw
+    for key in ("controls", "lumping", "record", "procedures", "live"):
+        raw.pop(key)
+    up = upgrade(raw)
+    assert (up["controls"], up["lumping"], up["record"], up["procedures"], up["live"]) == (
+        None, {}, {}, [], None)
+    assert "schema_version" not in up and upgrade(up) == up
+    assert PointSummary.from_json(raw).schema_version is None
+    with pytest.raises(EvaluationError, match="lacks live, procedures, controls, lumping, record"):
+        PointSummary.from_json(raw | {"schema_version": SCHEMA_VERSION})  # not run_point's
+    for bad in (SCHEMA_VERSION + 1, 0, "2", True):
+        with pytest.raises(EvaluationError, match="schema_version"):
+            PointSummary.from_json(raw | {"schema_version": bad})
 
 
 @pytest.fixture

@@ -18,7 +18,8 @@ __all__ = ["register"]
 #: Skipped records printed one by one (``--json`` carries every one).
 _SHOW = 20
 #: Exit status of an import that kept what it could read but left part of a file unread
-#: (``--skip-bad`` over a cut file): not a failure, not a whole import either.
+#: (``--skip-bad`` over a cut file) or left alone a JSONL session whose id the corpus holds
+#: with other content: not a failure, not a whole import either.
 EXIT_PARTIAL = 3
 
 
@@ -70,6 +71,13 @@ def _corpus_import(args: argparse.Namespace) -> int:
         print(f"  partial import: {rep.unread_bytes} bytes of {', '.join(rep.partial_files)} "
               "could not be read (no later record could be found); exit status "
               f"{EXIT_PARTIAL}")
+    if rep.conflicts:
+        more = f" (the first {_SHOW}; --json lists all)" if len(rep.conflicts) > _SHOW else ""
+        status = "" if args.dry_run else f"; exit status {EXIT_PARTIAL}"
+        print(f"  {rep.sessions_conflicting} session(s) already in the corpus with other "
+              f"content, left as they are{more}{status}:")
+        for c in rep.conflicts[:_SHOW]:
+            print(f"    {c['file']}, {c['record']}: session {c['session_id']!r}")
     return done
 
 

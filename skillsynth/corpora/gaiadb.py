@@ -11,12 +11,13 @@ given a guessed goal.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 from ..errors import StoreError
 from ..store import MemoryStore
 from .labels import SessionLabel
-from .records import BadRecord, CallRecord, SessionRecord, TurnRecord
+from .records import BadRecord, SessionRecord
 
 __all__ = ["read_gaia_db"]
 
@@ -36,12 +37,9 @@ def read_gaia_db(path: str | Path, *, sessions: Collection[str] | None = None
         for sid in store.session_ids():
             if sessions is not None and sid not in sessions:
                 continue
-            calls = tuple(CallRecord(tool_name=c.tool_name, args=c.args, result=c.result_summary,
-                                     success=c.success, timestamp=c.timestamp, error=c.error,
-                                     duration_ms=c.duration_ms)
-                          for c in store.tool_calls(sid))
-            turns = tuple(TurnRecord(role=t.role, content=t.content, timestamp=t.timestamp)
-                          for t in store.turns(sid))
+            # the rows as the source holds them, less its row ids (they are not copied)
+            calls = tuple(replace(c, id=None) for c in store.tool_calls(sid))
+            turns = tuple(replace(t, id=None) for t in store.turns(sid))
             label = SessionLabel(session_id=sid, source=SOURCE, task_id=None, attempt=None,
                                  started_at=calls[0].timestamp, source_file=p.name,
                                  source_record=f"session {sid}")

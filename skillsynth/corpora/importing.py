@@ -4,7 +4,10 @@ One transaction per session: a session is written whole or not at all, and sessi
 already written stay when a later record is bad. A bad record stops the import with an
 error naming file, record and field, or, with ``skip_bad``, becomes a counted skip in the
 :class:`ImportReport`. Sessions already in the corpus are left alone and counted, so an
-interrupted import can simply be run again. A session's id comes from its content (the
+interrupted import can simply be run again. A JSONL session's id is the file's own: one
+that arrives again with other content (other calls, results or turns) is a conflict, left
+alone but reported by file, line and id and counted, and the import is partial. Elsewhere a
+session's id comes from its content (the
 format's own identifying fields and a digest of its messages and calls), so the same
 trajectories imported again from a renamed, truncated or merged copy are recognised too;
 an id an earlier release gave the session counts as present as well (see
@@ -14,6 +17,7 @@ second copy of a session either.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -26,7 +30,7 @@ from tqdm.auto import tqdm
 from .. import __version__
 from ..errors import CorpusFormatError
 from ..models.cache import file_sha256
-from ..store import MemoryStore, ToolCall, now_iso
+from ..store import MemoryStore, ToolCall, Turn, now_iso
 from .gaiadb import read_gaia_db
 from .jsonl import read_jsonl
 from .labels import LabelStore, labels_path_for
@@ -56,7 +60,9 @@ class ImportReport:
     be parsed at all, ``resumed``, whether reading went on after it). ``records_skipped``
     sums ``records``. Where reading could not resume (a cut file, a break in a list's
     last element), ``unread_bytes`` and ``partial_files`` say how much was not read and
-    ``status`` is ``partial``.
+    ``status`` is ``partial``. ``conflicts``: each JSONL session whose id the corpus already
+    holds with other content (file, record, session id), left alone and counted in
+    ``sessions_conflicting``; the status is then ``partial`` too.
     """
 
     format: str
@@ -75,6 +81,8 @@ class ImportReport:
     records_skipped: int = 0
     unread_bytes: int = 0
     partial_files: list[str] = field(default_factory=list)
+    sessions_conflicting: int = 0
+    conflicts: list[dict[str, Any]] = field(default_factory=list)
     flags: dict[str, int] = field(default_factory=dict)
     status: str = "ok"
 
@@ -213,6 +221,10 @@ def _import(fmt: str, files: list[Path], db: Path, lab: Path, tasks: str | Path 
                     _skip(report, rec)
                     continue
                 known = _known_as(rec, present, in_db, old)
+                if known is not None and fmt == "jsonl" and _conflicts(
+                        rec, store.tool_calls(known), store.turns(known)):
+                    _conflict(report, src, rec)
+                    continue
                 if known is not None:
                     if known not in present:  # in memory.db only: a kill lost its label
                         labels.add([replace(rec.label, session_id=known)])
@@ -240,8 +252,9 @@ def _import(fmt: str, files: list[Path], db: Path, lab: Path, tasks: str | Path 
             if len(report.skipped) > LOG_LIMIT:
                 log.warning("... and %d more bad records skipped (all in the report)",
                             len(report.skipped) - LOG_LIMIT)
-            if report.partial_files:
+            if report.partial_files or report.conflicts:
                 report.status = "partial"
+            if report.partial_files:
                 log.warning("partial import: %d byte(s) of %s could not be read",
                             report.unread_bytes, ", ".join(report.partial_files))
         except BaseException:
@@ -268,8 +281,11 @@ def _plan(fmt: str, files: list[Path], db: Path, lab: Path, tasks: str | Path | 
     in_db: set[str] = set()
     old: dict[str, str] = {}
     offset = 0
-    if db.exists():
-        with MemoryStore.open(db, read_only=True) as store:
+    planned: dict[str, SessionRecord] = {}  # what this run would write, by id
+    with contextlib.ExitStack() as stack:
+        store = stack.enter_context(MemoryStore.open(db, read_only=True)) \
+            if db.exists() else None
+        if store is not None:
             in_db = {r[0] for r in store.execute(
                 "SELECT session_id FROM tool_history UNION SELECT session_id FROM conversations")}
             if lab.exists():
@@ -277,20 +293,56 @@ def _plan(fmt: str, files: list[Path], db: Path, lab: Path, tasks: str | Path | 
                     present = labels.session_ids()
                     old = legacy_taubench_index(store, labels) if fmt == "taubench" else {}
                     offset = labels.count_from_other_files(f.name for f in files)
-    for _src, rec in _records(fmt, files, Path(tasks) if tasks else None, offset):
-        if isinstance(rec, BadRecord):
-            if not skip_bad:
-                raise rec.error
-            _skip(report, rec)
-            continue
-        if _known_as(rec, present, in_db, old) is not None:
-            report.already_present += 1
-            continue
-        present.add(rec.session_id)
-        report.sessions_imported += 1
-        report.calls_imported += len(rec.calls)
-        report.sessions_without_calls += not rec.calls
-        report.sessions_without_goal += not any(t.role == "user" for t in rec.turns)
+        for src, rec in _records(fmt, files, Path(tasks) if tasks else None, offset):
+            if isinstance(rec, BadRecord):
+                if not skip_bad:
+                    raise rec.error
+                _skip(report, rec)
+                continue
+            known = _known_as(rec, present, in_db, old)
+            if known is not None and fmt == "jsonl":
+                first = planned.get(known)
+                held: tuple[Sequence[ToolCall], Sequence[Turn]] = \
+                    (first.calls, first.turns) if first is not None else \
+                    (store.tool_calls(known), store.turns(known)) if store is not None else ((), ())
+                if _conflicts(rec, *held):
+                    _conflict(report, src, rec)
+                    continue
+            if known is not None:
+                report.already_present += 1
+                continue
+            planned[rec.session_id] = rec
+            present.add(rec.session_id)
+            report.sessions_imported += 1
+            report.calls_imported += len(rec.calls)
+            report.sessions_without_calls += not rec.calls
+            report.sessions_without_goal += not any(t.role == "user" for t in rec.turns)
+
+
+def _conflicts(rec: SessionRecord, calls: Sequence[ToolCall], turns: Sequence[Turn]) -> bool:
+    """``rec`` is not what the corpus holds under its id (``calls``, ``turns``): other
+    calls, arguments, results or turns. Timestamps an importer made up (a session with
+    none; a goal turn's) take no part, so the same file read from another place agrees."""
+    made_up = "synthetic-timestamps" in rec.label.flags
+    return _content(rec.calls, rec.turns, made_up) != _content(calls, turns, made_up)
+
+
+def _content(calls: Sequence[ToolCall], turns: Sequence[Turn], made_up: bool
+             ) -> tuple[Any, ...]:
+    """What a session's rows say, as the store holds them (call times left out where
+    ``made_up``)."""
+    return (tuple(replace(c.as_stored(), timestamp="" if made_up else c.timestamp)
+                  for c in calls), tuple((t.role, t.content) for t in turns))
+
+
+def _conflict(report: ImportReport, src: Path, rec: SessionRecord) -> None:
+    """Count a session whose id the corpus holds with other content; it is left alone."""
+    report.sessions_conflicting += 1
+    report.conflicts.append({"file": str(src), "record": rec.record,
+                             "session_id": rec.session_id})
+    if len(report.conflicts) <= LOG_LIMIT:  # the report keeps them all
+        log.warning("conflict: %s, %s: session %r is already in the corpus with other "
+                    "content; left as it is", src, rec.record, rec.session_id)
 
 
 def _known_as(rec: SessionRecord, present: set[str], in_db: set[str],
@@ -322,11 +374,7 @@ def _skip(report: ImportReport, rec: BadRecord) -> None:
 def write_session(store: MemoryStore, rec: SessionRecord) -> None:
     """One session in one transaction (calls first, then turns, as GAIA writes them)."""
     with store.transaction():
-        store.add_tool_calls(ToolCall(session_id=rec.session_id, tool_name=c.tool_name, args=c.args,
-                                      result_summary=c.result, success=c.success,
-                                      timestamp=c.timestamp, error=c.error,
-                                      duration_ms=c.duration_ms)
-                             for c in rec.calls)
+        store.add_tool_calls(rec.calls)
         for t in rec.turns:
             store.add_turn(rec.session_id, t.role, t.content, timestamp=t.timestamp)
 

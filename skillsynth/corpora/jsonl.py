@@ -30,15 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CorpusFormatError
-from ..store import MemoryStore
+from ..store import MemoryStore, ToolCall, Turn
 from .labels import LabelStore, SessionLabel, labels_path_for
 from .records import (
     BadRecord,
-    CallRecord,
     FieldError,
     SessionRecord,
     SourceFile,
-    TurnRecord,
     args_text,
     check_text,
     json_error_text,
@@ -145,25 +143,26 @@ def _session(src: SourceFile, sid: str, lines: list[tuple[int, dict[str, Any]]],
         dur = obj.get("duration_ms")
         if dur is not None and (not isinstance(dur, int) or isinstance(dur, bool)):
             raise FieldError(f"{where}.duration_ms", "expected an integer")
-        calls.append(CallRecord(tool_name=obj["tool_name"], args=args,
-                                result=_opt_str(obj, "result_summary", where),
-                                success=obj["success"], timestamp=_stamp(ts, f"{where}.timestamp"),
-                                error=_opt_str(obj, "error", where), duration_ms=dur))
+        calls.append(ToolCall(session_id=sid, tool_name=obj["tool_name"], args=args,
+                              result_summary=_opt_str(obj, "result_summary", where),
+                              success=obj["success"], timestamp=_stamp(ts, f"{where}.timestamp"),
+                              error=_opt_str(obj, "error", where), duration_ms=dur))
         if "goal" in obj:
-            turns.append(TurnRecord(role="user", content=need(obj, "goal", str, where),
-                                    timestamp=next(clock)))
+            turns.append(Turn(session_id=sid, role="user",
+                              content=need(obj, "goal", str, where), timestamp=next(clock)))
         for j, t in enumerate(obj.get("turns") or []):
             tw = f"{where}.turns[{j}]"
-            turns.append(TurnRecord(role=need(t, "role", str, tw),
-                                    content=need(t, "content", str, tw),
-                                    timestamp=_stamp(t.get("timestamp") or next(clock),
-                                                     f"{tw}.timestamp")))
+            turns.append(Turn(session_id=sid, role=need(t, "role", str, tw),
+                              content=need(t, "content", str, tw),
+                              timestamp=_stamp(t.get("timestamp") or next(clock),
+                                               f"{tw}.timestamp")))
         if obj.get("label") is not None:
             if label_obj is not None:
                 raise FieldError(f"{where}.label", "a second label for this session")
             label_obj = need(obj, "label", Mapping, where)
     label = _label(sid, label_obj, flags, calls[0].timestamp, src, lines[0][0])
-    return SessionRecord(session_id=sid, calls=tuple(calls), turns=tuple(turns), label=label)
+    return SessionRecord(session_id=sid, calls=tuple(calls), turns=tuple(turns), label=label,
+                         record=f"line {lines[0][0]}")
 
 
 def _opt_str(obj: Mapping[str, Any], key: str, where: str) -> str | None:

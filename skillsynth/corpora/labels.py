@@ -102,12 +102,16 @@ class SessionLabel:
 
     @classmethod
     def _from_row(cls, r: sqlite3.Row) -> SessionLabel:
-        return cls(r["session_id"], r["source"], r["task_id"], r["attempt"],
-                   None if r["success"] is None else bool(r["success"]), r["reward"],
-                   None if r["essential_steps"] is None else tuple(json.loads(r["essential_steps"])),
-                   None if r["actions"] is None else tuple(json.loads(r["actions"])),
-                   r["started_at"], tuple(json.loads(r["flags"])), json.loads(r["extra"]),
-                   r["source_file"], r["source_record"])
+        steps, actions = r["essential_steps"], r["actions"]
+        return cls(session_id=r["session_id"], source=r["source"], task_id=r["task_id"],
+                   attempt=r["attempt"],
+                   success=None if r["success"] is None else bool(r["success"]),
+                   reward=r["reward"],
+                   essential_steps=None if steps is None else tuple(json.loads(steps)),
+                   actions=None if actions is None else tuple(json.loads(actions)),
+                   started_at=r["started_at"], flags=tuple(json.loads(r["flags"])),
+                   extra=json.loads(r["extra"]), source_file=r["source_file"],
+                   source_record=r["source_record"])
 
 
 class LabelStore:

@@ -16,10 +16,10 @@ import hashlib
 import json
 from collections.abc import Iterable
 
-from ..store import MemoryStore
+from ..store import MemoryStore, ToolCall
 from ..store.schema import TOOL_TEXT_LIMIT
 from .labels import LabelStore, SessionLabel
-from .records import CallRecord, SessionRecord, session_uuid
+from .records import SessionRecord, session_uuid
 
 __all__ = ["legacy_taubench_index", "record_stored_key", "stored_key"]
 
@@ -31,21 +31,19 @@ def legacy_taubench_index(store: MemoryStore, labels: LabelStore) -> dict[str, s
     for x in labels.all():
         if not _old_taubench_id(x):
             continue
-        calls = [CallRecord(tool_name=c.tool_name, args=c.args, result=c.result_summary,
-                            success=c.success, timestamp=c.timestamp,
-                            error=c.error) for c in store.tool_calls(x.session_id)]
+        calls = store.tool_calls(x.session_id)
         goals = [t.content for t in store.turns(x.session_id, role="user")]
         out.setdefault(stored_key(x.task_id, x.extra.get("trial"), calls, goals), x.session_id)
     return out
 
 
-def stored_key(task_id: str | None, trial: object, calls: Iterable[CallRecord],
+def stored_key(task_id: str | None, trial: object, calls: Iterable[ToolCall],
                goals: Iterable[str]) -> str:
     """A digest of what the store keeps of a tau-bench session."""
     def cut(text: str | None) -> str | None:
         return None if text is None else text[:TOOL_TEXT_LIMIT]
 
-    rows = [[c.tool_name, cut(c.args), cut(c.result), bool(c.success), cut(c.error)]
+    rows = [[c.tool_name, cut(c.args), cut(c.result_summary), bool(c.success), cut(c.error)]
             for c in calls]
     text = json.dumps([task_id, trial, rows, list(goals)], ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8", errors="surrogateescape")).hexdigest()

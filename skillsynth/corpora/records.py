@@ -19,8 +19,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from ..errors import CorpusFormatError
-from ..store import serialize_args
+from ..errors import CorpusError, CorpusFormatError
+from ..store import ToolCall, Turn, serialize_args
 from .jsonscan import ArrayReader, Gap, Item, byte_length, error_text, skip_ws
 from .labels import SessionLabel
 
@@ -29,12 +29,10 @@ __all__ = [
     "BadRecord",
     "Break",
     "Call",
-    "CallRecord",
     "FieldError",
     "Reply",
     "SessionRecord",
     "SourceFile",
-    "TurnRecord",
     "args_text",
     "check_text",
     "content_digest",
@@ -55,38 +53,30 @@ SYNTHETIC_EPOCH = datetime(2024, 1, 1, 9, 0, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
-class CallRecord:
-    """One agent tool call, as it will become a ``tool_history`` row."""
-
-    tool_name: str
-    args: str | None
-    result: str | None
-    success: bool
-    timestamp: str
-    error: str | None = None
-    duration_ms: int | None = None
-
-
-@dataclass(frozen=True)
-class TurnRecord:
-    """One ``conversations`` row."""
-
-    role: str
-    content: str
-    timestamp: str
-
-
-@dataclass(frozen=True)
 class SessionRecord:
-    """One parsed session: its calls, its conversation turns (the goal first) and its label."""
+    """One parsed session: its ``tool_history`` and ``conversations`` rows (the store's own
+    :class:`~skillsynth.store.ToolCall` and :class:`~skillsynth.store.Turn`, not yet
+    written: the goal turn first) and its label.
+
+    Raises:
+        CorpusError: a row of another session (an importer's bug).
+    """
 
     session_id: str
-    calls: tuple[CallRecord, ...]
-    turns: tuple[TurnRecord, ...]
+    calls: tuple[ToolCall, ...]
+    turns: tuple[Turn, ...]
     label: SessionLabel
     #: ids earlier skillsynth releases gave this same session (from file name and
     #: position), so that corpora they built recognise it on a re-import
     aliases: tuple[str, ...] = ()
+    #: where in its file the session begins (``line 12``), where the format says
+    record: str | None = None
+
+    def __post_init__(self) -> None:
+        strays = ({c.session_id for c in self.calls} | {t.session_id for t in self.turns}
+                  ) - {self.session_id}
+        if strays:
+            raise CorpusError(f"session {self.session_id!r} was given rows of {sorted(strays)}")
 
 
 @dataclass(frozen=True)
@@ -301,16 +291,17 @@ class Break:
 UNANSWERED = "no tool result in the source"
 
 
-def pair_calls(events: list[tuple[Call, ...] | Reply | Break], clock: Iterator[str]
-               ) -> tuple[list[CallRecord], set[str]]:
-    """Agent calls paired with the tool messages that follow them, in order (not by id).
+def pair_calls(events: list[tuple[Call, ...] | Reply | Break], clock: Iterator[str],
+               session_id: str) -> tuple[list[ToolCall], set[str]]:
+    """Session ``session_id``'s agent calls paired with the tool messages that follow them,
+    in order (not by id).
 
     ``events``: per message, a tuple of its calls, a :class:`Reply`, or a :class:`Break`.
     Tool-call ids repeat inside real transcripts, so order is the only reliable pairing.
     Returns the calls and the flags raised (``synthetic-timestamps``, ``non-json-args``,
     ``unanswered-call``). A tool message with no call before it is an error.
     """
-    out: list[CallRecord] = []
+    out: list[ToolCall] = []
     flags: set[str] = set()
     pending: list[Call] = []
 
@@ -329,8 +320,9 @@ def pair_calls(events: list[tuple[Call, ...] | Reply | Break], clock: Iterator[s
         start = stamp(call.timestamp, f"{call.path}.timestamp")
         if reply is None:
             flags.add("unanswered-call")
-            out.append(CallRecord(tool_name=call.name, args=args, result=None, success=False,
-                                  timestamp=start, error=UNANSWERED))
+            out.append(ToolCall(session_id=session_id, tool_name=call.name, args=args,
+                                result_summary=None, success=False, timestamp=start,
+                                error=UNANSWERED))
             return
         content = reply.content
         if content is not None and not isinstance(content, str):
@@ -341,11 +333,13 @@ def pair_calls(events: list[tuple[Call, ...] | Reply | Break], clock: Iterator[s
             delta = datetime.fromisoformat(end) - datetime.fromisoformat(start)
             duration = max(0, round(delta.total_seconds() * 1000))
         if reply.error:
-            out.append(CallRecord(tool_name=call.name, args=args, result=None, success=False,
-                                  timestamp=start, error=content or "error", duration_ms=duration))
+            out.append(ToolCall(session_id=session_id, tool_name=call.name, args=args,
+                                result_summary=None, success=False, timestamp=start,
+                                error=content or "error", duration_ms=duration))
         else:
-            out.append(CallRecord(tool_name=call.name, args=args, result=content, success=True,
-                                  timestamp=start, duration_ms=duration))
+            out.append(ToolCall(session_id=session_id, tool_name=call.name, args=args,
+                                result_summary=content, success=True, timestamp=start,
+                                duration_ms=duration))
 
     def flush() -> None:
         for c in pending:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CorpusFormatError
+from ..store import Turn
 from .jsonscan import ArrayReader, Gap, Item, byte_length, read_object, skip_ws
 from .labels import SessionLabel
 from .records import (
@@ -28,7 +29,6 @@ from .records import (
     Reply,
     SessionRecord,
     SourceFile,
-    TurnRecord,
     check_text,
     content_digest,
     iso,
@@ -178,8 +178,9 @@ def _session(src: SourceFile, record: str, sim: Any, own: Mapping[str, Any],
                                 timestamp=m.get("timestamp"), path=where))
         else:
             events.append(Break())
+    sid = session_id(sim_id, task_id, sim.get("trial"), messages)
     clock = synthetic_clock(clock_index)
-    calls, flags = pair_calls(events, clock)
+    calls, flags = pair_calls(events, clock, sid)
     start = sim.get("start_time")
     started = (iso(str(start), "start_time") if start else
                stamps[0] if stamps else calls[0].timestamp if calls else next(clock))
@@ -192,7 +193,6 @@ def _session(src: SourceFile, record: str, sim: Any, own: Mapping[str, Any],
                    "arguments": a.get("arguments") or {}}
                   for k, a in enumerate(crit.get("actions") or [])
                   if a.get("requestor", "assistant") == "assistant")
-    sid = session_id(sim_id, task_id, sim.get("trial"), messages)
     label = SessionLabel(
         session_id=sid, source=SOURCE, task_id=f"{domain}/{task_id}", attempt=None,
         success=float(reward) >= 1.0, reward=float(reward),
@@ -201,7 +201,7 @@ def _session(src: SourceFile, record: str, sim: Any, own: Mapping[str, Any],
         extra={"agent": agent, "trial": sim.get("trial"), "domain": domain,
                "termination_reason": sim.get("termination_reason")},
         source_file=Path(src.name).name, source_record=record)
-    goal_turn = TurnRecord(role="user", content=goal, timestamp=goal_at)
+    goal_turn = Turn(session_id=sid, role="user", content=goal, timestamp=goal_at)
     return SessionRecord(session_id=sid, calls=tuple(calls), turns=(goal_turn,), label=label,
                          aliases=(session_uuid(SOURCE, sim_id),))  # the simulation id alone
 

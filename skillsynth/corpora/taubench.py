@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ..store import Turn
 from .labels import SessionLabel
 from .records import (
     BadRecord,
@@ -28,7 +29,6 @@ from .records import (
     Reply,
     SessionRecord,
     SourceFile,
-    TurnRecord,
     check_text,
     content_digest,
     need,
@@ -95,10 +95,10 @@ def _session(src: SourceFile, i: int, obj: Any, clock_index: int) -> SessionReco
                                 content.startswith("Error"), timestamp=None, path=where))
         else:
             events.append(Break())
-    clock = synthetic_clock(clock_index)
-    calls, flags = pair_calls(events, clock)
-    flags.add("synthetic-timestamps")
     sid = session_id(task_id, trial, task, traj)
+    clock = synthetic_clock(clock_index)
+    calls, flags = pair_calls(events, clock, sid)
+    flags.add("synthetic-timestamps")
     legacy = session_uuid(SOURCE, Path(src.name).name, i, task_id, trial)  # file + position
     started = calls[0].timestamp if calls else next(clock)
     label = SessionLabel(
@@ -107,7 +107,7 @@ def _session(src: SourceFile, i: int, obj: Any, clock_index: int) -> SessionReco
         essential_steps=tuple(a["name"] for a in truth), actions=truth, started_at=started,
         flags=tuple(sorted(flags)), extra={"trial": trial}, source_file=Path(src.name).name,
         source_record=str(i))
-    goal_turn = TurnRecord(role="user", content=goal, timestamp=next(clock))
+    goal_turn = Turn(session_id=sid, role="user", content=goal, timestamp=next(clock))
     return SessionRecord(session_id=sid, calls=tuple(calls), turns=(goal_turn,), label=label,
                          aliases=(legacy,))
 

@@ -122,7 +122,8 @@ class Endpoint:
         """A Lemonade endpoint; ``LEMONADE_BASE_URL`` and ``LEMONADE_API_KEY`` apply."""
         environ = os.environ if env is None else env
         url = base_url or environ.get("LEMONADE_BASE_URL") or LEMONADE_BASE_URL
-        return cls("lemonade", url, model, api_key=environ.get("LEMONADE_API_KEY"), **kwargs)
+        return cls(backend="lemonade", base_url=url, model=model,
+                   api_key=environ.get("LEMONADE_API_KEY"), **kwargs)
 
     @property
     def model_id(self) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -94,7 +94,12 @@ def decode_embedding(blob: bytes) -> np.ndarray:
 
 @dataclass(frozen=True)
 class ToolCall:
-    """One ``tool_history`` row: a tool call the agent made."""
+    """One ``tool_history`` row: a tool call the agent made.
+
+    The one model of GAIA's rows: the store reads and writes it, and every importer builds
+    it (:class:`~skillsynth.corpora.records.SessionRecord`); ``id`` is the store's row id
+    (None for a row not yet written).
+    """
 
     session_id: str
     tool_name: str
@@ -106,10 +111,21 @@ class ToolCall:
     duration_ms: int | None = None
     id: int | None = None
 
+    def as_stored(self) -> ToolCall:
+        """This row as the store holds it once written: GAIA's ``args`` text, ``args``,
+        ``result_summary`` and ``error`` cut at GAIA's 500 characters, no row id."""
+        return replace(self, args=_truncate(serialize_args(self.args)),
+                       result_summary=_truncate(self.result_summary),
+                       error=_truncate(self.error), success=bool(self.success), id=None)
+
 
 @dataclass(frozen=True)
 class Turn:
-    """One ``conversations`` row. The goal of a session is its first ``user`` turn."""
+    """One ``conversations`` row. The goal of a session is its first ``user`` turn.
+
+    Like :class:`ToolCall`, what the store and every importer share; an imported turn is
+    written with GAIA's default ``context``.
+    """
 
     session_id: str
     role: str

@@ -23,10 +23,10 @@ from tqdm.auto import tqdm
 from ... import __version__
 from ...corpora.importing import write_session
 from ...corpora.labels import LabelStore, SessionLabel, labels_path_for
-from ...corpora.records import CallRecord, SessionRecord, TurnRecord, session_uuid
+from ...corpora.records import SessionRecord, session_uuid
 from ...errors import EvaluationError
 from ...protocols import ChatModel
-from ...store import MemoryStore, now_iso
+from ...store import MemoryStore, ToolCall, Turn, now_iso
 from .agent import AgentRun, run_agent
 from .worlds import World
 
@@ -60,15 +60,15 @@ class LiveHistoryReport:
 def _record(world: World, task_id: str, attempt: int, run: AgentRun, prompt: str,
             started: str, model: str | None) -> SessionRecord:
     sid = session_uuid(SOURCE, world.name, task_id, attempt)
-    calls = tuple(CallRecord(tool_name=t.name,
-                             args=json.dumps(dict(t.arguments)) if t.arguments else None,
-                             result=t.result if t.ok else None, success=t.ok, timestamp=t.timestamp,
-                             error=None if t.ok else t.result)
+    calls = tuple(ToolCall(session_id=sid, tool_name=t.name,
+                           args=json.dumps(dict(t.arguments)) if t.arguments else None,
+                           result_summary=t.result if t.ok else None, success=t.ok,
+                           timestamp=t.timestamp, error=None if t.ok else t.result)
                   for t in run.transcript if t.kind == "call")
-    turns = [TurnRecord(role="user", content=prompt, timestamp=started)]
+    turns = [Turn(session_id=sid, role="user", content=prompt, timestamp=started)]
     if run.answer:
         last = next(t.timestamp for t in reversed(run.transcript) if t.kind == "answer")
-        turns.append(TurnRecord(role="assistant", content=run.answer, timestamp=last))
+        turns.append(Turn(session_id=sid, role="assistant", content=run.answer, timestamp=last))
     label = SessionLabel(session_id=sid, source=SOURCE, task_id=task_id, attempt=attempt,
                          success=run.success, reward=run.reward, started_at=started,
                          extra={"world": world.name, "termination": run.termination,

@@ -10,15 +10,12 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from tqdm.auto import tqdm
 
-from ...config import Thresholds
-from ...corpora.labels import SessionLabel
 from ...errors import EvaluationError, WorldError
-from ...pipeline.inject import RecallCut, inject
+from ...pipeline.inject import inject
 from ...pipeline.recall import skill_from_procedure
 from ...protocols import ChatModel
 from ...store import MemoryStore, ToolCall
@@ -27,39 +24,18 @@ from ..live.user_sim import UserSimulator
 from ..live.worlds import ReplayWorld, World, get_world, task_order
 from ..strategies import Recaller
 from .complete import require_run
-from .controls import GoldSource, gold_share_matched
+from .context import EvalConfig, PointContext
+from .controls import gold_share_matched
 from .metrics import ProbeResult
-from .split import Split
 
-__all__ = ["LiveConfig", "live_rows", "live_world"]
-
-
-class LiveConfig(Protocol):
-    """What the live arms read of a point's configuration (:class:`~.run.EvalConfig`)."""
-
-    @property
-    def corpus(self) -> str: ...
-    @property
-    def world(self) -> str: ...
-    @property
-    def tasks(self) -> tuple[str, ...] | None: ...
-    @property
-    def repeats(self) -> int: ...
-    @property
-    def temperature(self) -> float: ...
-    @property
-    def step_limit(self) -> int: ...
-    @property
-    def policy(self) -> bool: ...
-    @property
-    def recall_cut(self) -> RecallCut: ...
+__all__ = ["live_rows", "live_world"]
 
 
 def _norm(text: str) -> str:
     return " ".join(text.split())
 
 
-def _some(probes: Sequence[str], cfg: LiveConfig, have: Sequence[str | None]) -> None:
+def _some(probes: Sequence[str], cfg: EvalConfig, have: Sequence[str | None]) -> None:
     if not probes:
         ids = sorted({str(t) for t in have})
         raise EvaluationError(f"{cfg.corpus}: no probe has a task id in "
@@ -67,16 +43,16 @@ def _some(probes: Sequence[str], cfg: LiveConfig, have: Sequence[str | None]) ->
                               f"{', '.join(ids[:12])}{', ...' if len(ids) > 12 else ''})")
 
 
-def live_world(cfg: LiveConfig, store: MemoryStore, recorded: Sequence[ToolCall],
-                probe_calls: Mapping[str, Sequence[ToolCall]],
-                labels: Mapping[str, SessionLabel], goals: Mapping[str, str], split: Split
-                ) -> tuple[World, dict[str, str], dict[str, Any]]:
+def live_world(ctx: PointContext, store: MemoryStore, recorded: Sequence[ToolCall],
+               probe_calls: Mapping[str, Sequence[ToolCall]], goals: Mapping[str, str]
+               ) -> tuple[World, dict[str, str], dict[str, Any]]:
     """The world live probes run in, each probe's task id there, and what was matched.
 
     In a named world a probe runs its own task: its label's task id must be the world's and
     its goal the task's (its reason for the call, or the whole prompt for a history the
     agent generated); a probe that is not is counted and left out of the live arms.
     """
+    cfg, labels, split = ctx.cfg, ctx.labels, ctx.split
     probes = [p.session_id for p in split.probes if p.session_id in goals]
     have = [labels[s].task_id for s in probes]
     if cfg.world == "replay":
@@ -120,25 +96,26 @@ def live_world(cfg: LiveConfig, store: MemoryStore, recorded: Sequence[ToolCall]
                             "not_in_world": missing}
 
 
-def live_rows(cfg: LiveConfig, llm: ChatModel, world: World, task_of: Mapping[str, str],
-               replay: Sequence[ProbeResult], recaller: Recaller, th: Thresholds,
-               runs_file: Path, progress: bool, user: ChatModel | None = None,
-               rerun_empty: bool = False, gold: GoldSource | None = None
-               ) -> list[ProbeResult]:
+def live_rows(ctx: PointContext, world: World, task_of: Mapping[str, str],
+              replay: Sequence[ProbeResult], recaller: Recaller) -> list[ProbeResult]:
     """Both arms of every probe under the live agent, ``repeats`` runs each.
 
     One row per probe, arm and repeat (``steps_method`` live); every run's full record
-    (calls, results, answer, the world's score) goes to ``runs_file``. With nothing
-    recalled the memory arm is the no-memory run, unless ``rerun_empty`` (the inert
-    control: that second run is what its check compares). ``gold``: each row's
-    ``gold_matched`` (graded progress, paired across points by the report).
+    (calls, results, answer, the world's score) goes to the point's ``runs.jsonl``. With
+    nothing recalled the memory arm is the no-memory run, unless the strategy runs an empty
+    memory arm (the inert control: that second run is what its check compares). The gold
+    source gives each row's ``gold_matched`` (graded progress, paired across points by the
+    report); the context's user plays each run's user (None: solo).
     """
+    cfg, llm, th, user, gold = ctx.cfg, ctx.llm, ctx.th, ctx.user, ctx.gold
+    rerun_empty = ctx.strategy.runs_empty_memory_arm
     specs, policy = world.tool_specs(), world.policy() if cfg.policy else ""
     solo = cfg.world != "replay"
     todo = [r for r in replay if r.arm == "memory" and r.probe_session in task_of]
     out: list[ProbeResult] = []
-    with runs_file.open("w", encoding="utf-8") as fh:
-        for r in tqdm(todo, desc=f"live {world.name}", leave=False, disable=not progress):
+    with ctx.runs_file.open("w", encoding="utf-8") as fh:
+        for r in tqdm(todo, desc=f"live {world.name}", leave=False,
+                      disable=not ctx.progress):
             task_id = task_of[r.probe_session]
             skills = [skill_from_procedure(h.procedure)
                       for h in recaller(r.goal, r.probe_session)]
@@ -164,8 +141,7 @@ def live_rows(cfg: LiveConfig, llm: ChatModel, world: World, task_of: Mapping[st
                                          **run.as_dict()}, ensure_ascii=False,
                                         default=str) + "\n")
                     fh.flush()  # a run's record is on disk as soon as the run is done
-                    matched = None if gold is None else gold_share_matched(
-                        gold.actions(r.probe_session), run.calls)
+                    matched = gold_share_matched(gold.actions(r.probe_session), run.calls)
                     out.append(_live_row(r, arm, run, block, rep, world.name, matched))
     return out
 

@@ -175,8 +175,8 @@ class ProcedureCheck:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ProcedureCheck:
         """Inverse of :meth:`as_dict`."""
-        return cls(d["id"], d["name"], tuple(d["families"]), d["valid"], d["errors"],
-                   d["provenance_ok"])
+        return cls(id=d["id"], name=d["name"], families=tuple(d["families"]), valid=d["valid"],
+                   errors=d["errors"], provenance_ok=d["provenance_ok"])
 
 
 @dataclass(frozen=True)

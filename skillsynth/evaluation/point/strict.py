@@ -68,11 +68,8 @@ def run_strict(ctx: PointContext) -> ProtocolRun:
         live_info: dict[str, Any] | None = None
         t_live = time.perf_counter()
         if cfg.live:
-            world, task_of, live_info = live_world(cfg, store, recorded, probe_calls, labels,
-                                                    goals, split)
-            rows += live_rows(cfg, ctx.llm, world, task_of, rows, view.recaller, th,
-                              ctx.runs_file, ctx.progress, ctx.user,
-                              rerun_empty=strategy.runs_empty_memory_arm, gold=ctx.gold)
+            world, task_of, live_info = live_world(ctx, store, recorded, probe_calls, goals)
+            rows += live_rows(ctx, world, task_of, rows, view.recaller)
             live_info["user_model"] = (model_of(ctx.user) or {}).get("model")
             ctx.timings["live"] = round(time.perf_counter() - t_live, 4)
         with ctx.stage("floors"):

@@ -1,10 +1,13 @@
 """A point's ``summary.json`` as one typed value: read once, passed along, written unchanged.
 
-The file's keys are the contract with every run folder already on disk, so
-:meth:`PointSummary.to_json` writes the keys, in the order, :func:`~.run.run_point` always
-wrote, and :meth:`PointSummary.from_json` reads a file written before a key existed (the
-key's default) and keeps the keys it does not know (``extra``): a file read and written
-again is the same file. Records with fixed keys are attributes (:class:`CorpusInfo`,
+The file's keys are the contract with every run folder already on disk. Every summary
+carries its format's version (``schema_version``: :data:`SCHEMA_VERSION`; a file without it
+is version 1, written before versions existed), and :func:`upgrade` is the one place that
+knows the older formats: it brings a file of any older version to today's shape before
+:meth:`PointSummary.from_json` reads it, so no reader branches on "written before X
+existed". :meth:`PointSummary.to_json` writes the keys, in the order,
+:func:`~.run.run_point` always wrote (the version first, where the file had one), and keeps
+the keys it does not know (``extra``): a file read and written again is the same file. Records with fixed keys are attributes (:class:`CorpusInfo`,
 :class:`Versions`, :class:`ModelCalls`, the procedure checks); open-ended ones stay maps:
 the KPIs (name -> :class:`~.metrics.KPI`), the floors, the split and the pass report (their
 keys depend on the protocol), the live run and the details behind GAIA's questions.
@@ -18,14 +21,62 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from ...errors import EvaluationError
 from ...pipeline.synthesize import PassReport
 from .metrics import KPI, ProcedureCheck
 
-__all__ = ["SUMMARY", "CorpusInfo", "ModelCalls", "PointSummary", "Versions",
-           "combined_report"]
+__all__ = ["SCHEMA_VERSION", "SUMMARY", "CorpusInfo", "ModelCalls", "PointSummary",
+           "Versions", "combined_report", "upgrade"]
 
 #: The file whose presence marks a finished point.
 SUMMARY = "summary.json"
+#: The version of ``summary.json`` this skillsynth writes (2: the first with the key).
+SCHEMA_VERSION = 2
+#: Version 1 (no ``schema_version``): keys were added one at a time, so a file may lack any
+#: of them; a missing one reads as its empty value (``config`` an empty map, ``live`` and
+#: ``controls`` None, ...).
+_V1_EMPTY: dict[str, Any] = {
+    "config": {}, "corpus": {}, "versions": {}, "split": {}, "live": None, "pass": None,
+    "model_calls": {}, "procedures": [], "floors": {}, "controls": None, "kpis": {},
+    "gaia_questions": {}, "lumping": {}, "started_at": None, "wall_s": None, "timings": {},
+    "record": {}}
+
+
+def _from_v1(d: Mapping[str, Any]) -> dict[str, Any]:
+    """Version 1 to 2: every key present (a missing or null map is empty)."""
+    out = dict(d)
+    for key, empty in _V1_EMPTY.items():
+        if out.get(key) is None or (isinstance(empty, dict | list) and not out[key]):
+            out[key] = empty
+    return out
+
+
+#: Each older version's step to the next.
+_UPGRADES = {1: _from_v1}
+
+
+def upgrade(d: Mapping[str, Any]) -> dict[str, Any]:
+    """``d`` (a ``summary.json`` of any version) in this version's shape; its
+    ``schema_version`` stays as the file had it (absent for version 1).
+
+    Raises:
+        EvaluationError: a version this skillsynth does not know (a newer one's file), or
+            a current one that lacks a key.
+    """
+    version = d.get("schema_version", 1)
+    if not isinstance(version, int) or isinstance(version, bool) \
+            or not 1 <= version <= SCHEMA_VERSION:
+        raise EvaluationError(f"a point summary of schema_version {version!r}: this "
+                              f"skillsynth reads 1 to {SCHEMA_VERSION}; use the skillsynth "
+                              "that wrote it, or a newer one")
+    out = dict(d)
+    for v in range(version, SCHEMA_VERSION):
+        out = _UPGRADES[v](out)
+    missing = [k for k in _V1_EMPTY if k not in out]
+    if missing:
+        raise EvaluationError(f"a point summary of schema_version {version} lacks "
+                              f"{', '.join(missing)}; it was not written by run_point")
+    return out
 
 
 #: How a rolling point's passes combine besides the counters (each int or float field of
@@ -156,6 +207,8 @@ class PointSummary:
         started_at, wall_s, timings: when it started, its wall seconds, and per stage.
         record: the run record (:class:`~.record.RunRecord`, JSON-ready).
         extra: keys this version does not know (written back as they were read).
+        schema_version: the file's format (:data:`SCHEMA_VERSION` for one written now;
+            None: read from a version 1 file, which is written back without the key).
     """
 
     config: Mapping[str, Any]
@@ -176,6 +229,7 @@ class PointSummary:
     timings: Mapping[str, float] = field(default_factory=dict)
     record: Mapping[str, Any] = field(default_factory=dict)
     extra: Mapping[str, Any] = field(default_factory=dict)
+    schema_version: int | None = SCHEMA_VERSION
 
     @property
     def pass_status(self) -> str | None:
@@ -183,10 +237,13 @@ class PointSummary:
         return None if self.pass_report is None else self.pass_report.get("status")
 
     def to_json(self) -> dict[str, Any]:
-        """The ``summary.json`` dict: today's keys in today's order, then ``extra``."""
+        """The ``summary.json`` dict: its version, today's keys in today's order, then
+        ``extra``."""
         out: dict[str, Any] = {}
+        if self.schema_version is not None:
+            out["schema_version"] = self.schema_version
         for f in fields(self):
-            if f.name == "extra":
+            if f.name in ("extra", "schema_version"):
                 continue
             v = getattr(self, f.name)
             if f.name == "kpis":
@@ -200,28 +257,33 @@ class PointSummary:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> PointSummary:
-        """Inverse of :meth:`to_json`; a key a file written before it lacks takes its
-        default (None, empty, zero)."""
+        """Inverse of :meth:`to_json`, for a file of any version (:func:`upgrade`).
+
+        Raises:
+            EvaluationError: a version this skillsynth does not know.
+        """
+        d = upgrade(d)
         keys = {_RENAMED.get(f.name, f.name) for f in fields(cls)}
         return cls(
-            config=d.get("config") or {},
-            corpus=CorpusInfo.from_json(d.get("corpus")),
-            versions=Versions.from_json(d.get("versions")),
-            split=d.get("split") or {},
-            live=d.get("live"),
-            pass_report=d.get("pass"),
-            model_calls=ModelCalls.from_json(d.get("model_calls")),
-            procedures=tuple(ProcedureCheck.from_dict(c) for c in d.get("procedures") or ()),
-            floors=d.get("floors") or {},
-            controls=d.get("controls"),
-            kpis={k: KPI.from_dict(v, k) for k, v in (d.get("kpis") or {}).items()},
-            gaia_questions=d.get("gaia_questions") or {},
-            lumping=d.get("lumping") or {},
-            started_at=d.get("started_at"),
-            wall_s=d.get("wall_s"),
-            timings=d.get("timings") or {},
-            record=d.get("record") or {},
-            extra={k: v for k, v in d.items() if k not in keys})
+            config=d["config"],
+            corpus=CorpusInfo.from_json(d["corpus"]),
+            versions=Versions.from_json(d["versions"]),
+            split=d["split"],
+            live=d["live"],
+            pass_report=d["pass"],
+            model_calls=ModelCalls.from_json(d["model_calls"]),
+            procedures=tuple(ProcedureCheck.from_dict(c) for c in d["procedures"]),
+            floors=d["floors"],
+            controls=d["controls"],
+            kpis={k: KPI.from_dict(v, k) for k, v in d["kpis"].items()},
+            gaia_questions=d["gaia_questions"],
+            lumping=d["lumping"],
+            started_at=d["started_at"],
+            wall_s=d["wall_s"],
+            timings=d["timings"],
+            record=d["record"],
+            extra={k: v for k, v in d.items() if k not in keys},
+            schema_version=d.get("schema_version"))
 
     def write(self, path: str | Path) -> None:
         """Write the file as :func:`~.run.run_point` always has (indented, UTF-8)."""

@@ -113,8 +113,9 @@ class GaiaVerification:
         detected = extract_sequences(store, config, newer_than=since, outcomes=outcomes,
                                      advance=False)
         keys = frozenset() if force else frozenset(rejected_keys(store.path))
-        return cls(store, verifier, {q.session_id: q for q in detected.sequences}, keys,
-                   {p.id for p in store.procedures()})
+        return cls(store=store, verifier=verifier,
+                   sequences={q.session_id: q for q in detected.sequences}, rejected_keys=keys,
+                   known={p.id for p in store.procedures()})
 
     @property
     def rule(self) -> VerifyRule:

@@ -335,7 +335,7 @@ class _Site:
                 f" ({facts.transport} transport)")
         shipper = Shipper(client, cache_path) \
             if facts is not None and facts.transport == "shipped" else None
-        return cls(client, facts, shipper)
+        return cls(client=client, facts=facts, shipper=shipper)
 
     def start_models(self, stack: contextlib.ExitStack, spec: SweepSpec, cache_path: str
                      ) -> None:

@@ -56,10 +56,12 @@ class PointEntry:
     def of(cls, point: Point, spec: SweepSpec, summary: PointSummary) -> PointEntry:
         """The entry of a finished ``point`` of ``spec``."""
         mc = summary.model_calls
-        return cls(point.id, point.strategy, point.thresholds().to_settings_block(),
-                   point.settings(spec), summary.kpis, summary.floors, summary.split,
-                   mc.llm_calls, mc.cache_hits, mc, summary.wall_s, summary.pass_status,
-                   summary.corpus, summary.versions)
+        return cls(id=point.id, strategy=point.strategy,
+                   params=point.thresholds().to_settings_block(), protocol=point.settings(spec),
+                   kpis=summary.kpis, floors=summary.floors, split=summary.split,
+                   llm_calls=mc.llm_calls, cache_hits=mc.cache_hits, model_calls=mc,
+                   wall_s=summary.wall_s, pass_status=summary.pass_status, corpus=summary.corpus,
+                   versions=summary.versions)
 
     def kpi(self, name: str) -> KPI | None:
         """The KPI ``name``, None where the point has none."""
@@ -79,12 +81,14 @@ class PointEntry:
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> PointEntry:
         """Inverse of :meth:`to_json`; a key the dict lacks takes its default."""
-        return cls(d["id"], d.get("strategy"), d.get("params") or {}, d.get("protocol") or {},
-                   {k: KPI.from_dict(v, k) for k, v in (d.get("kpis") or {}).items()},
-                   d.get("floors") or {}, d.get("split") or {}, d.get("llm_calls") or 0,
-                   d.get("cache_hits") or 0, ModelCalls.from_json(d.get("model_calls")),
-                   d.get("wall_s"), d.get("pass_status"), CorpusInfo.from_json(d.get("corpus")),
-                   Versions.from_json(d.get("versions")))
+        return cls(id=d["id"], strategy=d.get("strategy"), params=d.get("params") or {},
+                   protocol=d.get("protocol") or {},
+                   kpis={k: KPI.from_dict(v, k) for k, v in (d.get("kpis") or {}).items()},
+                   floors=d.get("floors") or {}, split=d.get("split") or {},
+                   llm_calls=d.get("llm_calls") or 0, cache_hits=d.get("cache_hits") or 0,
+                   model_calls=ModelCalls.from_json(d.get("model_calls")), wall_s=d.get("wall_s"),
+                   pass_status=d.get("pass_status"), corpus=CorpusInfo.from_json(d.get("corpus")),
+                   versions=Versions.from_json(d.get("versions")))
 
 
 #: A sweep summary's point, typed or as its JSON dict (what the report functions accept).
@@ -131,9 +135,10 @@ class SweepSummary:
     def from_json(cls, d: Mapping[str, Any]) -> SweepSummary:
         """Inverse of :meth:`to_json`; counts a summary lacks are its points'."""
         points = tuple(as_entry(p) for p in d.get("points") or ())
-        return cls(str(d.get("name")), d.get("spec") or {}, points,
-                   d.get("n_points", len(points)), d.get("finished", len(points)),
-                   d.get("record") or {}, d.get("failed") or {}, d.get("this_run"))
+        return cls(name=str(d.get("name")), spec=d.get("spec") or {}, points=points,
+                   n_points=d.get("n_points", len(points)), finished=d.get("finished", len(points)),
+                   record=d.get("record") or {}, failed=d.get("failed") or {},
+                   this_run=d.get("this_run"))
 
     @classmethod
     def load(cls, run_dir: str | Path) -> SweepSummary:

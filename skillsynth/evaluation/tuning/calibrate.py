@@ -122,7 +122,7 @@ class CalibrationCorpus:
         if fam not in FAMILY_RULES:
             raise ConfigError(f"family must be one of {', '.join(FAMILY_RULES)}, got {fam!r}",
                               key="family", source=text)
-        return cls(path, fam)  # type: ignore[arg-type]
+        return cls(path=path, family=fam)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)

@@ -272,8 +272,9 @@ class TuningSession:
         pv = embedder.embed([g for _, _, g in probes], kind="query") if probes else \
             np.zeros((0, vectors.shape[1]), np.float32)
         pairs = sample_pairs(vectors, [fam.get(s.session_id) for s in seqs], seed=seed)
-        return cls(db, seqs, vectors, fam, probes, np.asarray(pv, np.float32), pairs, embedder,
-                   consumed)
+        return cls(corpus=db, sequences=seqs, vectors=vectors, families=fam, probes=probes,
+                   probe_vectors=np.asarray(pv, np.float32), pairs=pairs, embedder=embedder,
+                   consumed=consumed)
 
     def clusters(self, config: Thresholds, method: Method = "agglomerative") -> list[Cluster]:
         """Clusters at ``config``; grouping is cached per (method, tau)."""

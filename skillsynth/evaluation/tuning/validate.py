@@ -38,6 +38,7 @@ from ..point.metrics import KPI, N_BOOT
 from ..point.record import RunRecord, model_of, utc_now
 from ..point.run import SUMMARY, EvalConfig, run_point
 from ..point.scoring import progress_bar
+from ..point.summary import PointSummary
 from .calibrate import METHOD, Calibration, CalibrationCorpus, calibrate, check_corpora
 
 __all__ = [
@@ -215,11 +216,11 @@ def _point(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out: Path, progres
     """The point's KPIs in :data:`FIGURES`: run, or read back when it is already done at
     exactly these settings (a resumed validation)."""
     if (out / SUMMARY).exists():
-        summary = json.loads((out / SUMMARY).read_text(encoding="utf-8"))
-        if summary.get("config") != json.loads(json.dumps(cfg.as_dict(), default=str)):
+        summary = PointSummary.load(out / SUMMARY)
+        if summary.config != json.loads(json.dumps(cfg.as_dict(), default=str)):
             raise EvaluationError(f"{out} holds a point at other settings (another "
                                   "calibration?); use a new output folder")
-        kpis = {n: KPI(**d) for n, d in summary["kpis"].items()}
+        kpis = dict(summary.kpis)
     else:
         kpis = run_point(cfg, llm, embedder, out, progress=progress).kpis
     return {n: kpis[n] for n in FIGURES if n in kpis}
