@@ -120,3 +120,22 @@ def gold_corpus(tmp: Path, *, without_gold: tuple[str, ...] = ()) -> Path:
     with LabelStore(labels_path_for(db), create=True) as ls:
         ls.add(labels)
     return db
+
+
+def sessions_by_task(kind: str, tmp: Path) -> dict[str, list]:
+    """A shipped corpus's sessions that have a goal and a successful call, grouped by their
+    labelled task (every task's sessions as one cluster: the labels decide, no embedder)."""
+    from skillsynth.config import Thresholds
+    from skillsynth.corpora import LabelStore, labels_path_for
+    from skillsynth.pipeline.detect import extract_sequences
+
+    db = build_corpus(kind, tmp)
+    with MemoryStore.open(db, read_only=True) as store, \
+            LabelStore(labels_path_for(db)) as labels:
+        seqs = extract_sequences(store, Thresholds(min_steps=1), advance=False).sequences
+        task = {x.session_id: x.task_id for x in labels.all()}
+    out: dict[str, list] = {}
+    for s in seqs:
+        if s.goal and s.span and task.get(s.session_id) is not None:
+            out.setdefault(str(task[s.session_id]), []).append(s)
+    return out

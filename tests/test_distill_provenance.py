@@ -151,22 +151,9 @@ def test_no_user_value_reaches_a_provenance_procedure_on_the_shipped_corpora(tmp
     # every task's sessions as one cluster (the labels decide, no embedder): the trace
     # procedure, and the provenance steps the model is shown, name no argument value of any
     # member unless it is a constant every member passed that no customer turn contains
-    from corpus_kinds import build_corpus
+    from corpus_kinds import sessions_by_task
 
-    from skillsynth.config import Thresholds
-    from skillsynth.corpora import LabelStore, labels_path_for
-    from skillsynth.pipeline.detect import extract_sequences
-    from skillsynth.store import MemoryStore
-
-    db = build_corpus(kind, tmp_path)
-    with MemoryStore.open(db, read_only=True) as store, \
-            LabelStore(labels_path_for(db)) as labels:
-        seqs = extract_sequences(store, Thresholds(min_steps=1), advance=False).sequences
-        task = {x.session_id: x.task_id for x in labels.all()}
-    by_task: dict = {}
-    for s in seqs:
-        if s.goal and s.span and task.get(s.session_id) is not None:
-            by_task.setdefault(task[s.session_id], []).append(s)
+    by_task = sessions_by_task(kind, tmp_path)
     checked = 0
     for members in by_task.values():
         cluster = Cluster(tuple(members), "labels", "calls", 1.0, True)

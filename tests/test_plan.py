@@ -374,24 +374,11 @@ def test_plans_on_the_shipped_corpora_carry_no_user_value_and_stay_valid(tmp_pat
     # every task's sessions as one cluster (the labels decide): its plan names no argument
     # value of any member unless a constant every member passed that no customer words
     # hold, and the trace skill with the plan is valid under both profiles
-    from corpus_kinds import build_corpus
+    from corpus_kinds import sessions_by_task
     from test_distill_provenance import _values
 
-    from skillsynth.config import Thresholds
-    from skillsynth.corpora import LabelStore, labels_path_for
-    from skillsynth.pipeline.detect import extract_sequences
-    from skillsynth.store import MemoryStore
-
-    db = build_corpus(kind, tmp_path)
-    with MemoryStore.open(db, read_only=True) as store, \
-            LabelStore(labels_path_for(db)) as labels:
-        seqs = extract_sequences(store, Thresholds(min_steps=1), advance=False).sequences
-        task = {x.session_id: x.task_id for x in labels.all()}
+    by_task = sessions_by_task(kind, tmp_path)
     known = _known_info(kind)
-    by_task: dict = {}
-    for s in seqs:
-        if s.goal and s.span and task.get(s.session_id) is not None:
-            by_task.setdefault(task[s.session_id], []).append(s)
     plans = steps = 0
     for tid, members in by_task.items():
         words = {m.session_id: f"{m.goal}\n{known.get(tid, '')}" for m in members}
