@@ -1,6 +1,6 @@
 """The model contracts every stage is written against, in one place.
 
-:class:`ChatModel` is what :class:`~skillsynth.models.llm.ChatClient` offers and what the stages
+:class:`ChatModel` is what :class:`~skillsynth.models.chat.ChatClient` offers and what the stages
 use of it; :class:`Embeds` is what :class:`~skillsynth.models.embed.Embedder` offers. Unit tests
 hand in fakes (named as fakes) that satisfy the same protocols; nothing checks for
 attributes at run time: every model says which model it is (``model_id``, ``embedder_id``),
@@ -21,7 +21,7 @@ Kind = Literal["query", "document"]
 
 
 class ChatAnswer(Protocol):
-    """One completion as the stages read it (:class:`~skillsynth.models.llm.ChatResult`)."""
+    """One completion as the stages read it (:class:`~skillsynth.models.chat.ChatResult`)."""
 
     @property
     def content(self) -> str | None: ...

@@ -8,7 +8,8 @@ from fakes import LEMONADE_RECORDED as REC
 from fakes import FakeServer
 
 from skillsynth.models.cache import CallCache, cache_key
-from skillsynth.models.llm import ChatClient, Endpoint
+from skillsynth.models.chat import ChatClient
+from skillsynth.models.llm import Endpoint
 
 
 def test_key_covers_what_changes_the_answer():

@@ -12,8 +12,9 @@ from skillsynth.bench.live import _order, parse_setting
 from skillsynth.errors import ConfigError
 from skillsynth.evaluation.point.record import model_of
 from skillsynth.models.cache import CallCache
+from skillsynth.models.chat import ChatClient
 from skillsynth.models.decoding import Decoding
-from skillsynth.models.llm import ChatClient, Endpoint
+from skillsynth.models.llm import Endpoint
 
 
 def test_each_setting_has_its_server_arguments_and_identity(tmp_path):

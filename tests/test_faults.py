@@ -25,7 +25,8 @@ from gaia_legacy import dump_rows
 
 from skillsynth.config import Thresholds
 from skillsynth.corpora import import_corpus, labels_path_for
-from skillsynth.models.llm import ChatClient, Endpoint
+from skillsynth.models.chat import ChatClient
+from skillsynth.models.llm import Endpoint
 from skillsynth.pipeline.export import export_skill
 from skillsynth.pipeline.skill import PROFILES, Skill, _split_frontmatter, validate_dir
 from skillsynth.pipeline.synthesize import synthesize_skills

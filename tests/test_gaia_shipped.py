@@ -294,7 +294,8 @@ def test_distillations_go_through_skillsynths_client_and_call_cache(gaia, tmp_pa
     from fakes import LEMONADE_RECORDED, FakeServer
 
     from skillsynth.models.cache import CallCache
-    from skillsynth.models.llm import ChatClient, Endpoint
+    from skillsynth.models.chat import ChatClient
+    from skillsynth.models.llm import Endpoint
 
     doc = ("---\nname: find-invoice\nwhen_to_use: The user asks to find an invoice\n"
            "tools_required: [search_file, read_file]\n---\n\n# Find\n\n1. Call search_file\n"

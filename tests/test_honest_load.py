@@ -29,8 +29,9 @@ from skillsynth.evaluation.point.summary import SUMMARY
 from skillsynth.evaluation.reporting import report
 from skillsynth.evaluation.reporting.verdict import verdict
 from skillsynth.models import install, llm
-from skillsynth.models.llm import ChatClient, Endpoint
-from skillsynth.models.serve import manifest_missing
+from skillsynth.models.chat import ChatClient
+from skillsynth.models.llm import Endpoint
+from skillsynth.models.status import manifest_missing
 
 TH = Thresholds(similarity_tau=0.8)
 #: 1 s per request and one retry: a stalled server costs a point about 2 s here

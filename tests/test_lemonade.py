@@ -19,8 +19,9 @@ from lemonade_server import CHAT_MODEL, EMBED_MODEL
 
 from skillsynth.cli import main
 from skillsynth.errors import InputTooLarge, LLMUnavailable, ModelNotFound
+from skillsynth.models.chat import ChatClient
 from skillsynth.models.embed import LEMONADE_EMBED_MAX_TOKENS, Embedder
-from skillsynth.models.llm import ChatClient, Endpoint, ModelConnection
+from skillsynth.models.llm import Endpoint, ModelConnection
 from skillsynth.store import MemoryStore
 
 pytestmark = pytest.mark.lemonade

@@ -21,8 +21,9 @@ from skillsynth.errors import (
     ModelNotFound,
 )
 from skillsynth.models.cache import CallCache
+from skillsynth.models.chat import ChatClient
 from skillsynth.models.embed import LEMONADE_EMBED_MAX_TOKENS, Embedder, check_store_embedder
-from skillsynth.models.llm import ChatClient, Endpoint, canonical_model_id
+from skillsynth.models.llm import Endpoint, canonical_model_id
 from skillsynth.store import MemoryStore
 
 MSG = [{"role": "user", "content": "hi"}]

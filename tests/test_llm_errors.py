@@ -12,7 +12,8 @@ from fakes import LEMONADE_RECORDED as REC
 from fakes import FakeServer
 
 from skillsynth.errors import LLMError, LLMUnavailable, MalformedResponse, ModelNotFound
-from skillsynth.models.llm import LEMONADE_BASE_URL, ChatClient, Endpoint
+from skillsynth.models.chat import ChatClient
+from skillsynth.models.llm import LEMONADE_BASE_URL, Endpoint
 
 MSG = [{"role": "user", "content": "hi"}]
 P = "/api/v1"

@@ -16,9 +16,10 @@ import pytest
 
 from skillsynth.errors import EmbedderError, LLMUnavailable, ModelNotFound
 from skillsynth.models.cache import CallCache
+from skillsynth.models.chat import ChatClient
 from skillsynth.models.embed import Embedder, check_store_embedder
-from skillsynth.models.llm import ChatClient
-from skillsynth.models.serve import locate_models, models_status, serve_local
+from skillsynth.models.serve import locate_models, serve_local
+from skillsynth.models.status import models_status
 from skillsynth.store import MemoryStore
 
 pytestmark = pytest.mark.models  # every test here runs the embedded models

@@ -161,7 +161,7 @@ def test_oracle_dataflow_traces_a_successful_history_run_where_the_task_has_one(
     # in a successful run of the task, so that run is traced where the history has one
     from corpus_kinds import tiny_corpus
 
-    from skillsynth.evaluation.point.controls import successful_runs
+    from skillsynth.evaluation.point.gold_source import successful_runs
     from skillsynth.store import MemoryStore
 
     db = tiny_corpus(tmp_path)

@@ -18,7 +18,8 @@ from fakes import FakeChatModel
 
 from skillsynth.config import Thresholds
 from skillsynth.errors import EmbedderError, MalformedSkill
-from skillsynth.models.llm import ChatClient, Endpoint
+from skillsynth.models.chat import ChatClient
+from skillsynth.models.llm import Endpoint
 from skillsynth.pipeline.cluster import cluster_by_goal
 from skillsynth.pipeline.detect import extract_sequences
 from skillsynth.pipeline.distill import PROMPT_VERSION, build_messages, distill_cluster

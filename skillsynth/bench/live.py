@@ -99,8 +99,8 @@ def bench_live(settings: Sequence[LiveSetting], *, world: str = "tau2:retail",
     from ..evaluation.live.agent import run_agent
     from ..evaluation.live.worlds import Tau2World, get_world
     from ..evaluation.point.controls import gold_actions, oracle_skill, tool_descriptions
+    from ..models.chat import ChatClient
     from ..models.decoding import Decoding
-    from ..models.llm import ChatClient
     from ..models.serve import locate_models, serve_local
 
     w = get_world(world)

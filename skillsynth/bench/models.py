@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from ..models.cache import CallCache
+from ..models.chat import ChatClient
 from ..models.embed import Embedder
-from ..models.llm import ChatClient
 from ..models.serve import LocalServers
 
 __all__ = ['bench_models']

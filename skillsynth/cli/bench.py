@@ -210,9 +210,9 @@ def _bench_distill(args: argparse.Namespace) -> int:
 
     from ..bench import bench_distill
     from ..models.cache import CallCache
+    from ..models.chat import ChatClient
     from ..models.chat_models import DEFAULT_CHAT_MODEL
     from ..models.embed import Embedder
-    from ..models.llm import ChatClient
     from ..models.serve import EMBED_MODEL_ID, default_cache_path, locate_models, serve_local
 
     th = load_thresholds(args.config, overrides=parse_sets(args.set), embedder=EMBED_MODEL_ID,

@@ -53,7 +53,7 @@ def _models_serve(args: argparse.Namespace) -> int:
 
 def _models_status(args: argparse.Namespace) -> int:
     from ..models.llm import Endpoint
-    from ..models.serve import models_status
+    from ..models.status import models_status
 
     status = models_status(lemonade=Endpoint.lemonade(base_url=args.lemonade_url),
                            home=args.home, start_local=not args.no_start, chat=args.chat)

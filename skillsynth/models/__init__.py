@@ -6,7 +6,8 @@ written against are in :mod:`skillsynth.protocols`.
 """
 
 from .cache import CallCache
+from .chat import ChatClient
 from .embed import Embedder
-from .llm import ChatClient, Endpoint
+from .llm import Endpoint
 
 __all__ = ["CallCache", "ChatClient", "Embedder", "Endpoint"]

@@ -20,9 +20,10 @@ from typing import Any, Literal
 from ..errors import ConfigError, LLMError
 from ..protocols import ChatModel
 from .cache import CallCache
+from .chat import ChatClient
 from .decoding import Decoding
 from .embed import Embedder
-from .llm import LEMONADE_EMBED_MODEL, ChatClient, Endpoint
+from .llm import LEMONADE_EMBED_MODEL, Endpoint
 
 __all__ = ["AGENT_PLAYS_USER", "BACKENDS", "BackendName", "BackendSpec", "open_clients",
            "open_user", "point_user"]

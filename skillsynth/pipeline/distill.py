@@ -256,7 +256,7 @@ def distill_cached(cluster: Cluster, llm: Any, mode: DistillMode = "yaml"
     """The distillation :func:`distill` would return if its answer is in the call cache.
 
     None when it is not (no request is ever sent: the tuning views show only what a pass
-    has already paid for). ``llm`` is a :class:`~skillsynth.models.llm.ChatClient` with a cache.
+    has already paid for). ``llm`` is a :class:`~skillsynth.models.chat.ChatClient` with a cache.
 
     Raises:
         MalformedSkill: the cached answer is malformed (as :func:`distill` would).

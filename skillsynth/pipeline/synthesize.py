@@ -164,18 +164,16 @@ def synthesize_skills(
         config: the run's thresholds.
         method, rate: passed to :func:`~skillsynth.pipeline.cluster.cluster_by_goal`.
         mode: ``yaml`` (free-form) or ``json`` (schema-constrained) distillation.
-        args: what the distiller sees of the calls' arguments (``none``: GAIA;
-            ``provenance``; ``values``; :data:`~skillsynth.pipeline.distill.DistillArgs`).
-        distiller: ``llm`` (the chat model) or ``trace`` (by rule, no model call).
+        args, distiller: what the distiller sees of the calls' arguments, and who distils
+            (:data:`~.distill.DistillArgs`, :data:`~.distill.Distiller`; GAIA: none, llm).
         outcomes: session success labels, where known.
         force: ignore the marks and the watermark this pass (they are still written).
         memory_disabled: GAIA's memory is off (``GAIA_MEMORY_DISABLED=1``, read by the
             caller at the edge: :func:`~skillsynth.config.gaia_memory_disabled`).
         dry_run: detect, cluster and report what would be distilled; no LLM call, no write.
-        verifier: judges each distilled candidate before it is stored
-            (:mod:`~skillsynth.pipeline.verify`; None: GAIA's behaviour, all are stored). A
-            rejected one is kept in the side record beside the store, and a later pass skips
-            its cluster until the member set changes (``force`` tries it again).
+        verifier: judges each distilled candidate before it is stored (:mod:`.verify`;
+            None: GAIA's behaviour). A rejected one is kept in the side record beside the
+            store; a later pass skips its cluster until its members change (or ``force``).
     """
     if memory_disabled:
         log.info("memory disabled (GAIA_MEMORY_DISABLED=1): synthesis does nothing")

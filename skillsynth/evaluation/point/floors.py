@@ -11,8 +11,9 @@ import socket
 from collections.abc import Callable, Iterator
 
 from ...config import Thresholds
+from ...models.chat import ChatClient
 from ...models.embed import Embeds
-from ...models.llm import ChatClient, Endpoint
+from ...models.llm import Endpoint
 from ...pipeline.distill import DistillMode
 from ...protocols import ChatModel
 from ...store import MemoryStore

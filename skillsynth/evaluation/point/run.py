@@ -36,9 +36,10 @@ from ..live.worlds import WORLDS
 from ..strategies import get_strategy
 from .context import EvalConfig, PointContext, ProtocolRun
 from .control_checks import controls_summary
-from .controls import check_gold, gold_source
+from .controls import check_gold
 from .estimate import RULE
 from .floors import check_floors
+from .gold_source import gold_source
 from .kpis import PointScores, score_point
 from .metrics import KPI, ProbeResult
 from .options import PROTOCOLS, EvalProtocol, HistorySource
