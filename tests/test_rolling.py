@@ -234,8 +234,8 @@ def test_sweep_specs_grid_protocol_settings(tmp_path):
     pts = expand_points(s)
     assert [p.settings(s) for p in pts] == [
         {"protocol": "rolling", "recall_key": key, "recall_cut": "raw", "rate": "calls",
-         "distill_args": "none", "distiller": "llm", "verify": "none", "verify_tasks": 3,
-         "verify_min_success": 0.5, "verify_calls": "none"}
+         "distill_args": "none", "distiller": "llm", "procedure_form": "prose",
+         "verify": "none", "verify_tasks": 3, "verify_min_success": 0.5, "verify_calls": "none"}
         for key in ("when_to_use", "goals", "both")]
     assert len({p.id for p in pts}) == 3 and "key-goals" in pts[1].id
     assert len({p.synthesis_key for p in pts}) == 1  # the recall key does not change synthesis

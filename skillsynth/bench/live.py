@@ -7,7 +7,8 @@ a draft model (:mod:`skillsynth.models.decoding`), each with the arms of a probe
 server's prompt cache keeps their shared opening). The first setting runs again last: the
 backend's own noise floor for transcript identity. Figures: seconds per run (median, n), runs
 per hour, prompt and generated tokens per second, the share of prompt tokens the server took
-from its cache, draft acceptance, the chat server's peak memory, and the share of runs whose
+from its cache, the share of the model's time spent reading new prompt tokens, draft
+acceptance, the chat server's peak memory, and the share of runs whose
 transcript equals the first setting's.
 """
 
@@ -146,6 +147,12 @@ def bench_live(settings: Sequence[LiveSetting], *, world: str = "tau2:retail",
                 "value": round(1000 * tm.get("prompt_n", 0) / tm["prompt_ms"], 1)
                 if tm.get("prompt_ms") else None, "n": int(tm.get("prompt_n", 0))},
             "prompt_tokens_from_cache": share(int(tm.get("cache_n", 0)), int(prompt)),
+            # where the model's time goes: prefill of new prompt tokens, against generation
+            "prompt_share_of_model_time": {
+                "value": round(tm["prompt_ms"] / (tm["prompt_ms"] + tm["predicted_ms"]), 3)
+                if tm.get("prompt_ms") and tm.get("predicted_ms") else None,
+                "n": int(tm.get("prompt_n", 0) + tm.get("predicted_n", 0)),
+                "unit": "tokens"},
             "draft_accepted": share(int(tm.get("draft_n_accepted", 0)),
                                     int(tm.get("draft_n", 0))),
             "transcripts_identical_to_first": share(same, n),

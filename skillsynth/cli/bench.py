@@ -169,7 +169,8 @@ def _bench_live(args: argparse.Namespace) -> int:
               f"{f['seconds_per_run']['n']}), {f['runs_per_hour']['value']:6.1f} runs/h; "
               f"gen {num(f['generated_tokens_per_s']['value'])} tok/s, prompt "
               f"{num(f['prompt_tokens_per_s']['value'])} tok/s, cached prompt "
-              f"{num(cache['value'])}; draft accepted {num(draft['value'])} (n={draft['n']}); "
+              f"{num(cache['value'])}, prompt share of model time "
+              f"{num(f['prompt_share_of_model_time']['value'])}; draft accepted {num(draft['value'])} (n={draft['n']}); "
               f"identical {num(same['value'])} (n={same['n']}); peak "
               f"{f['chat_server_peak_mib']['value']} MiB")
     return EXIT_OK

@@ -3,7 +3,8 @@
 Each arm of a probe is one run: the task's prompt as the first user turn, the world's tools
 (the recalled procedures' ``tools_required`` loaded first, GAIA's CORE > SKILL > SEMANTIC
 order, at most 14 tools), the world's policy and, in the memory arm, GAIA's ``RECALLED
-PROCEDURES`` block in the system prompt. Every call is executed by the world's episode
+PROCEDURES`` block in the system prompt (``procedure_form`` prose or both) and each recalled
+plan as one more tool (plan or both; :mod:`.plan_tool`). Every call is executed by the world's episode
 (a fresh state per run). The loop stops when the model answers without a tool call
 (``agent-stop``; solo, when it calls tau2's stop tool ``done``, or answers in text after two
 reminders to go on; with a simulated user, when the user ends the conversation: ``user-stop``),
@@ -19,15 +20,17 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ...errors import LLMError
 from ...models.text_calls import tool_calls_in_content
 from ...pipeline.inject import RecallCut, inject, tools_for_turn
+from ...pipeline.plan import strip_plan
 from ...pipeline.skill import Skill
 from ...protocols import ChatModel
 from ...store import now_iso
+from .plan_tool import PlanTools, ProcedureForm, plan_tools, run_plan_tool
 from .user_sim import GREETING, UserSimulator
 from .worlds import Episode, Termination, Turn, canonical_args
 
@@ -77,6 +80,12 @@ class AgentRun:
             answer is taken as one call a turn: what follows was written before any result
             came back, so it is a plan, not calls; counted so it is seen).
         nudges: reminders a solo agent got after answering in text (``done`` not called).
+        decisions: model turns that issued a call (the stop tool ``done`` aside): what the
+            agent decided, where ``steps`` counts what the world was asked (a plan tool's
+            call is one decision and as many steps as it ran).
+        plan_calls: calls of a recalled plan's tool; plan_steps: world calls they made.
+        plans_offered: recalled plans offered as tools; plans_refused: recalled plans not
+            offered because the world's tools refuse them.
         error: the model error that ended the run, if one did.
         wall_s: seconds.
         answer: the agent's last text.
@@ -106,6 +115,11 @@ class AgentRun:
     user_turns: int = 0
     text_calls_not_run: int = 0
     nudges: int = 0
+    decisions: int = 0
+    plan_calls: int = 0
+    plan_steps: int = 0
+    plans_offered: int = 0
+    plans_refused: int = 0
 
     @property
     def tokens(self) -> int:
@@ -152,7 +166,8 @@ def run_agent(llm: ChatModel, episode: Episode, *, tool_specs: Sequence[Mapping[
               policy: str = "", recalled: Sequence[Skill] = (), config: Any,
               step_limit: int = 12, max_tokens: int = 256, temperature: float = 0.0,
               seed: int = 0, solo: bool = False, user: UserSimulator | None = None,
-              recall_cut: RecallCut = "raw", solo_nudges: int = SOLO_NUDGES) -> AgentRun:
+              recall_cut: RecallCut = "raw", solo_nudges: int = SOLO_NUDGES,
+              procedure_form: ProcedureForm = "prose") -> AgentRun:
     """Run one arm of one task in ``episode`` and have the world score it.
 
     Args:
@@ -176,12 +191,18 @@ def run_agent(llm: ChatModel, episode: Episode, *, tool_specs: Sequence[Mapping[
             GAIA's slice; ``whole_steps``: after the last whole step).
         solo_nudges: reminders a solo agent gets when it answers in text (0: the first
             answer ends the run, the loop before ``agent-v4``).
+        procedure_form: how the recalled skills reach the agent: ``prose`` (their bodies in
+            the system prompt, any plan block left out), ``plan`` (each plan the world's
+            tools accept, as one more tool; no prose) or ``both``.
     """
     t0 = time.perf_counter()
     solo = solo and user is None
-    specs = _loaded(tool_specs, recalled) + ([_DONE_SPEC] if solo else [])
+    plans = plan_tools(recalled, tool_specs) if procedure_form != "prose" else PlanTools()
+    prose = [] if procedure_form == "plan" else \
+        [replace(s, body=strip_plan(s.body)) for s in recalled]
+    specs = _loaded(tool_specs, recalled) + plans.specs + ([_DONE_SPEC] if solo else [])
     loop = _Loop(offered=[s["function"]["name"] for s in specs],
-                 max_nudges=solo_nudges if solo else 0)
+                 max_nudges=solo_nudges if solo else 0, plans=plans, world_specs=tool_specs)
     opening = episode.task.prompt
     if user is not None:
         try:
@@ -190,7 +211,7 @@ def run_agent(llm: ChatModel, episode: Episode, *, tool_specs: Sequence[Mapping[
             return _failed(exc, t0)
         loop.transcript.append(Turn("user", content=opening, timestamp=now_iso()))
     messages: list[dict[str, Any]] = [
-        {"role": "system", "content": system_prompt(policy, recalled, config, solo=solo,
+        {"role": "system", "content": system_prompt(policy, prose, config, solo=solo,
                                                     cut=recall_cut)},
         *([{"role": "assistant", "content": GREETING}] if user is not None else []),
         {"role": "user", "content": opening}]
@@ -221,7 +242,10 @@ def run_agent(llm: ChatModel, episode: Episode, *, tool_specs: Sequence[Mapping[
                     transcript=tuple(loop.transcript), score_detail=dict(score.detail),
                     unoffered_text_calls=loop.unoffered,
                     user_turns=user.turns if user is not None else 0,
-                    text_calls_not_run=loop.not_run, nudges=loop.nudges)
+                    text_calls_not_run=loop.not_run, nudges=loop.nudges,
+                    decisions=loop.decisions, plan_calls=loop.plan_calls,
+                    plan_steps=loop.plan_steps, plans_offered=len(plans.tools),
+                    plans_refused=len(plans.refused))
 
 
 @dataclass
@@ -230,6 +254,8 @@ class _Loop:
 
     offered: list[str]
     max_nudges: int
+    plans: PlanTools = field(default_factory=PlanTools)
+    world_specs: Sequence[Mapping[str, Any]] = ()
     made: list[tuple[str, str]] = field(default_factory=list)
     transcript: list[Turn] = field(default_factory=list)
     termination: Termination | None = None
@@ -244,6 +270,9 @@ class _Loop:
     unoffered: int = 0
     not_run: int = 0
     nudges: int = 0
+    decisions: int = 0
+    plan_calls: int = 0
+    plan_steps: int = 0
 
     def count(self, r: Any) -> None:
         self.turns += 1
@@ -270,22 +299,62 @@ def _execute(loop: _Loop, episode: Episode, messages: list[dict[str, Any]], r: A
         loop.transcript.append(Turn("answer", content=r.content.strip(), timestamp=now_iso()))
     messages.append({"role": "assistant", "content": (r.content or "") if native else "",
                      "tool_calls": calls})
+    decided = False
     for i, tc in enumerate(calls):
         fn = tc.get("function") or {}
         name, args = str(fn.get("name", "")), fn.get("arguments") or "{}"
         if name == DONE_TOOL and DONE_TOOL in loop.offered:
             loop.termination = "agent-stop"
-            return
-        loop.made.append((name, canonical_args(args)))
-        at = now_iso()
-        out = episode.execute(name, args)
-        loop.failed += not out.ok
-        loop.transcript.append(Turn(kind="call", name=name, arguments=_as_mapping(args),
-                                    result=out.result, ok=out.ok, timestamp=at))
+            break
+        if not decided:
+            loop.decisions, decided = loop.decisions + 1, True
+        plan = loop.plans.get(name)
+        if plan is not None:
+            result = _call_plan(loop, episode, plan, args, step_limit)
+        else:
+            result = _world_call(loop, episode, name, args)
         messages.append({"role": "tool", "tool_call_id": tc.get("id")
-                         or f"call_{loop.turns}_{i}", "content": out.result})
+                         or f"call_{loop.turns}_{i}", "content": result})
         if len(loop.made) >= step_limit:
-            return
+            break
+
+
+def _world_call(loop: _Loop, episode: Episode, name: str, args: Any, via: str = "") -> Any:
+    """One call executed in the world and recorded; its outcome."""
+    loop.made.append((name, canonical_args(args)))
+    at = now_iso()
+    out = episode.execute(name, args)
+    loop.failed += not out.ok
+    loop.transcript.append(Turn(kind="call", name=name, arguments=_as_mapping(args),
+                                result=out.result, ok=out.ok, timestamp=at, via=via))
+    return out if via else out.result
+
+
+@dataclass(frozen=True)
+class _NotRun:
+    """The outcome a plan's step gets when the run's step limit is reached (no world call)."""
+
+    result: str
+    ok: bool = False
+
+
+def _call_plan(loop: _Loop, episode: Episode, plan: Any, args: Any, step_limit: int) -> str:
+    """The agent called a recalled plan: its steps run as world calls (each recorded with
+    ``via``), up to the run's step limit; the plan's reply, recorded as a ``plan`` turn
+    before its calls."""
+    at, where = now_iso(), len(loop.transcript)
+
+    def call(tool: str, arguments: dict[str, Any]) -> Any:
+        if len(loop.made) >= step_limit:
+            return _NotRun(f"the run's step limit ({step_limit} calls) is reached")
+        loop.plan_steps += 1
+        return _world_call(loop, episode, tool, arguments, via=plan.name)
+
+    reply, ok, _ = run_plan_tool(plan, args, call, loop.world_specs)
+    loop.plan_calls += 1
+    loop.transcript.insert(where, Turn(kind="plan", name=plan.name, arguments=_as_mapping(args),
+                                       result=reply, ok=ok, timestamp=at))
+    return reply
 
 
 def _answered(loop: _Loop, messages: list[dict[str, Any]], answer: str,

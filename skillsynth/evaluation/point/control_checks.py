@@ -157,10 +157,12 @@ class _Graded:
     matched: float | None
     failed_rate: float | None
     first_write: float | None
+    decisions: float | None = None
 
 
 def _graded_arm(runs: Sequence[Mapping[str, Any]], gold: Sequence[GoldAction]) -> _Graded:
     matched, failed, first = [], [], []
+    decisions = [float(r["decisions"]) for r in runs if "decisions" in r]
     for run in runs:
         calls = [(str(c[0]), c[1]) for c in run.get("calls", [])]
         m = gold_share_matched(gold, calls)
@@ -171,7 +173,8 @@ def _graded_arm(runs: Sequence[Mapping[str, Any]], gold: Sequence[GoldAction]) -
         w = first_write_at(gold, calls)
         if w is not None:
             first.append(float(w))
-    return _Graded(matched=_mean(matched), failed_rate=_mean(failed), first_write=_mean(first))
+    return _Graded(matched=_mean(matched), failed_rate=_mean(failed), first_write=_mean(first),
+                   decisions=_mean(decisions))
 
 
 def graded_kpis(runs: Sequence[Mapping[str, Any]], gold: GoldSource,
@@ -184,6 +187,8 @@ def graded_kpis(runs: Sequence[Mapping[str, Any]], gold: GoldSource,
     task's gold actions a run executed (tau2's check). ``live_failed_call_rate_*``: failed
     calls over calls (runs that made one). ``live_calls_to_first_write_*``: calls up to and
     including the first state-changing gold action (runs that made one).
+    ``live_agent_decisions_*``: model turns that issued a call (a recalled plan's call is one
+    decision however many world calls it makes; runs recorded before the count have none).
     """
     by: dict[str, dict[str, list[Mapping[str, Any]]]] = defaultdict(lambda: defaultdict(list))
     for run in runs:
@@ -196,7 +201,8 @@ def graded_kpis(runs: Sequence[Mapping[str, Any]], gold: GoldSource,
     for metric, label, bounds, change in (
             ("matched", "live_gold_actions_matched", SHARE, SHARE_CHANGE),
             ("failed_rate", "live_failed_call_rate", SHARE, SHARE_CHANGE),
-            ("first_write", "live_calls_to_first_write", (1.0, None), (None, None))):
+            ("first_write", "live_calls_to_first_write", (1.0, None), (None, None)),
+            ("decisions", "live_agent_decisions", (0.0, None), (None, None))):
         for arm, suffix in (("no-memory", "no_memory"), ("memory", "memory")):
             units = [(p, getattr(a[arm], metric)) for p, a in sorted(arms.items())
                      if arm in a and getattr(a[arm], metric) is not None]
@@ -266,6 +272,8 @@ def controls_summary(control: str | None, gold: GoldSource | None,
                     "skipped_probes": sorted(gold.skipped)})
     if gold is not None and control == "oracle-dataflow":
         out["argument_sources"] = gold.dataflow_counts()  # values per source kind
+    if gold is not None and control == "oracle-plan":
+        out["plans"] = gold.plan_counts()  # complete or prefix, steps, stop reasons
     if check is not None:
         out["inert"] = check.as_dict()
     return out

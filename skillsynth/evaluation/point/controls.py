@@ -16,6 +16,12 @@ dataflow       its *source* instead of its value: the field of an earlier step's
                "from the customer", or a non-user constant (an enum, a boolean), found by
                executing the calls in the world (:mod:`skillsynth.pipeline.provenance`):
                the rung between names and values
+oracle-plan    the oracle procedure (names) with an executable plan of the same calls
+               (history run, else gold calls, executed in the world as for oracle-dataflow):
+               values found in an earlier result bound to it, the customer's as the plan's
+               inputs, non-user constants kept (:func:`~skillsynth.pipeline.induce.induce_plan`
+               on that one run, whole results); offered as a tool by ``procedure_form``
+               plan or both
 mismatched     another family's oracle procedure, the family drawn by the point's seed
                (never the probe's own, never one with the probe's state-changing tools)
 inert          skillsynth's memory arm (its synthesis runs) with recall forced empty: it must
@@ -51,6 +57,7 @@ from typing import Any, Protocol
 
 from ...corpora.labels import SessionLabel
 from ...errors import ArmSkipped, EvaluationError, WorldError
+from ...pipeline.plan import Plan, with_plan
 from ...pipeline.provenance import (
     ArgSource,
     TracedCall,
@@ -62,13 +69,16 @@ from ...pipeline.provenance import (
 from ...pipeline.skill import MAX_NAME_CHARS, Skill
 from ...store import Procedure
 from ..strategies import ControlKind
+from .descriptions import generic_line, one_line, tool_descriptions
 from .split import READ_ONLY_PREFIXES, Split
+from .traced import plan_shape, summed, trace_plan, trace_run
 
 __all__ = [
     "CONTROLS",
     "ORACLES",
     "ORACLE_PREFIX",
     "POSITIVE",
+    "TRACED",
     "GoldAction",
     "GoldSource",
     "action_matches",
@@ -86,16 +96,16 @@ __all__ = [
     "tool_descriptions",
 ]
 
-CONTROLS: tuple[ControlKind, ...] = ("oracle", "oracle-args", "oracle-dataflow", "mismatched",
-                                     "inert")
+CONTROLS: tuple[ControlKind, ...] = ("oracle", "oracle-args", "oracle-dataflow", "oracle-plan",
+                                     "mismatched", "inert")
 #: The positive controls (the ones a sensitivity KPI is read from).
 POSITIVE: tuple[ControlKind, ...] = ("oracle", "oracle-args")
 #: The arms that write each probe's own gold procedure (they need its gold actions).
-ORACLES: tuple[ControlKind, ...] = ("oracle", "oracle-args", "oracle-dataflow")
+ORACLES: tuple[ControlKind, ...] = ("oracle", "oracle-args", "oracle-dataflow", "oracle-plan")
+#: The arms that execute a run of the probe's task in its world (its results, its sources).
+TRACED: tuple[ControlKind, ...] = ("oracle-dataflow", "oracle-plan")
 #: The id prefix of a recalled control procedure (no store id has it).
 ORACLE_PREFIX = "oracle:"
-#: A one-line tool description is cut here (at a word, with "...").
-DESCRIPTION_CHARS = 160
 _EDGE = ("If a call fails, read its error, correct the arguments and call it again; do not "
          "skip a step.")
 
@@ -178,34 +188,6 @@ def first_write_at(gold: Sequence[GoldAction], calls: Sequence[tuple[str, Any]])
     return None
 
 
-# ---------------------------------------------------------------------- descriptions
-def one_line(text: str, limit: int = DESCRIPTION_CHARS) -> str:
-    """The first sentence of a tool's description on one line, cut at ``limit``."""
-    flat = " ".join(str(text).split())
-    m = re.match(r"(.+?[.!?])(\s|$)", flat)
-    line = m.group(1) if m else flat
-    if len(line) > limit:
-        line = line[:limit].rsplit(" ", 1)[0].rstrip(",;:") + "..."
-    return line
-
-
-def generic_line(name: str) -> str:
-    """A description made from a tool's name, for a world that has none."""
-    words = " ".join(w for w in re.split(r"[_.\-\s]+", name) if w)
-    return (words[:1].upper() + words[1:] + ".") if words else f"Use {name}."
-
-
-def tool_descriptions(specs: Iterable[Mapping[str, Any]]) -> dict[str, str]:
-    """Tool name -> its one-line description, from OpenAI function schemas."""
-    out = {}
-    for s in specs:
-        fn = s.get("function") or {}
-        if fn.get("name") and str(fn.get("description") or "").strip():
-            out[str(fn["name"])] = one_line(str(fn["description"]))
-    return out
-
-
-# ---------------------------------------------------------------------- the oracle skill
 def _kebab(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
@@ -381,18 +363,28 @@ class GoldSource:
         acts = self.actions(source)
         if not acts:
             return self.skip(probe, "no gold actions")
-        sources = None
-        if control == "oracle-dataflow":
+        sources: list[dict[str, tuple[ArgSource, ...]]] | None = None
+        plan: Plan | ArmSkipped | None = None
+        if control in TRACED:
             label = self.labels.get(probe)
             run = self.runs.get(str(label.task_id)) if label is not None else None
             if run:  # a successful history run of the task: its reads, then its writes
                 acts = gold_actions(run)
-            traced = self._dataflow(probe, acts, "history" if run else "gold")
+            traced = self._trace(probe, acts)
             if isinstance(traced, ArmSkipped):
                 return traced
-            sources = traced
+            calls, customer = traced
+            origin = "history" if run else "gold"
+            if control == "oracle-dataflow":
+                sources = self._dataflow(probe, [c for c, _ in calls], customer, origin)
+            else:
+                plan = self._plan(probe, calls, customer, origin)
+                if isinstance(plan, ArmSkipped):
+                    return plan
         skill = oracle_skill(acts, self.descriptions, with_args=control == "oracle-args",
                              sources=sources)
+        if isinstance(plan, Plan):
+            skill = with_plan(skill, plan)
         where = None if self.skills_dir is None else \
             self.skills_dir / control / _kebab(probe)[:80]
         fam = self.families.get(source)
@@ -400,38 +392,49 @@ class GoldSource:
                                 families=() if fam is None else (fam,))
 
 
-    def _dataflow(self, probe: str, acts: Sequence[GoldAction], origin: str
-                  ) -> list[dict[str, tuple[ArgSource, ...]]] | ArmSkipped:
-        """Each argument's source, from ``acts`` (``origin``: a successful history run of the
-        task, else its gold calls) executed in a fresh episode of the probe's task (their
-        results) and the task's words to the agent (the customer)."""
+    def _trace(self, probe: str, acts: Sequence[GoldAction]
+               ) -> tuple[list[tuple[TracedCall, bool]], str] | ArmSkipped:
+        """``acts`` executed in a fresh episode of the probe's task (:func:`.traced.trace_run`)."""
         label = self.labels.get(probe)
         if self.world is None or label is None or label.task_id is None:
             return self.skip(probe, "no world to execute the gold calls in (oracle-dataflow "
-                                    "traces argument sources through the calls' results)")
-        task_id = str(label.task_id)
+                                    "and oracle-plan trace argument sources through the "
+                                    "calls' results)")
         try:
-            task, episode = self.world.task(task_id), self.world.start(task_id)
+            return trace_run(self.world, str(label.task_id),
+                             [(a.name, a.arguments) for a in acts])
         except WorldError as exc:
-            return self.skip(probe, f"task {task_id} cannot be started: {exc}")
-        calls = [TracedCall(name=a.name, arguments=a.arguments,
-                            result=episode.execute(a.name, dict(a.arguments)).result)
-                 for a in acts]
-        customer = "\n".join(t for t in (task.prompt, task.instructions) if t)
+            return self.skip(probe, f"task {label.task_id} cannot be started: {exc}")
+
+    def _dataflow(self, probe: str, calls: Sequence[TracedCall], customer: str, origin: str
+                  ) -> list[dict[str, tuple[ArgSource, ...]]]:
+        """Each argument's source in the traced calls (counted for the point's summary)."""
+        assert self.world is not None  # traced in it
         sources = argument_sources(calls, customer, enums=enum_values(self.world.tool_specs()))
         self._cache[("sources", probe)] = source_counts(sources) | {f"from_{origin}": 1}
         return sources
 
+    def _plan(self, probe: str, calls: Sequence[tuple[TracedCall, bool]], customer: str,
+              origin: str) -> Plan | ArmSkipped:
+        """The traced run as a plan (:func:`.traced.trace_plan`; its shape counted)."""
+        assert self.world is not None  # traced in it
+        plan = trace_plan(probe, calls, customer, self.world.tool_specs())
+        if plan is None:
+            return self.skip(probe, "not even the first gold call's arguments can be bound "
+                                    "(no plan)")
+        self._cache[("plan", probe)] = plan_shape(plan, calls, origin)
+        return plan
+
     def dataflow_counts(self) -> dict[str, int]:
         """Argument values per source kind over the probes oracle-dataflow traced, and how
         many probes were traced from a history run (``from_history``) or the gold calls."""
-        total = {k: 0 for k in ("step", "customer", "constant", "unknown", "from_history",
-                                "from_gold")}
-        for key, counts in self._cache.items():
-            if isinstance(key, tuple) and key[0] == "sources":
-                for k, n in counts.items():
-                    total[k] += n
-        return total
+        zero = dict.fromkeys(("step", "customer", "constant", "unknown", "from_history",
+                              "from_gold"), 0)
+        return summed(self._cache, "sources", zero)
+
+    def plan_counts(self) -> dict[str, int]:
+        """Over the probes oracle-plan traced (:func:`.traced.plan_shape`)."""
+        return summed(self._cache, "plan", {})
 
 
 def _shape(actions: Sequence[GoldAction]) -> Any:

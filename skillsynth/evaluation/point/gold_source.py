@@ -1,5 +1,5 @@
 """A point's gold source: its labels and families, the world it acts in, and (for the
-oracle-dataflow arm) a successful history run per task to trace argument sources through."""
+oracle-dataflow and oracle-plan arms) a successful history run per task to trace argument sources through."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from ...corpora.labels import SessionLabel
 from ...errors import EvaluationError
-from .controls import CONTROLS, GoldSource, call_arguments, tool_descriptions
+from .controls import CONTROLS, TRACED, GoldSource, call_arguments, tool_descriptions
 from .options import PointOptions
 from .split import Split
 
@@ -42,25 +42,25 @@ def gold_source(cfg: PointOptions, labels: Mapping[str, SessionLabel], split: Sp
                 ) -> GoldSource:
     """The point's gold source: its labels, its families and, where the point acts in a
     named world, that world's tasks and tool descriptions. Recalled control skills are kept
-    under ``skills_dir`` (control points only). For oracle-dataflow, ``corpus``'s successful
+    under ``skills_dir`` (control points only). For oracle-dataflow and oracle-plan, ``corpus``'s successful
     history sessions per task (:func:`successful_runs`)."""
     from ..live.worlds import get_world
 
     world = None
     if cfg.world != "replay" and (cfg.live or cfg.history == "live"):
         world = get_world(cfg.world)
-    elif cfg.strategy == "oracle-dataflow":  # replay: the world the corpus was recorded in
+    elif cfg.strategy in TRACED:  # replay: the world the corpus was recorded in
         domains = {x.extra.get("domain") for x in labels.values() if x.source == "tau2"}
         if len(domains - {None}) != 1:
             raise EvaluationError(
-                "strategy oracle-dataflow executes each probe's gold calls in its world to "
+                f"strategy {cfg.strategy} executes each probe's gold calls in its world to "
                 "trace where the arguments come from; in replay that needs a tau2 corpus of "
                 f"one domain (found {sorted(map(str, domains)) or 'no tau2 labels'}); run it "
                 "live (world: tau2:...) otherwise")
         world = get_world(f"tau2:{next(iter(domains - {None}))}")
     descriptions = tool_descriptions(world.tool_specs()) if world is not None else {}
     runs = successful_runs(corpus, split.history, labels) \
-        if cfg.strategy == "oracle-dataflow" and corpus is not None else {}
+        if cfg.strategy in TRACED and corpus is not None else {}
     return GoldSource(labels=labels, families=dict(split.families),
                       world=world,  # type: ignore[arg-type]
                       descriptions=descriptions, seed=cfg.seed,

@@ -10,16 +10,20 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from tqdm.auto import tqdm
 
 from ...errors import EvaluationError, WorldError
 from ...pipeline.inject import inject
+from ...pipeline.plan import strip_plan
 from ...pipeline.recall import skill_from_procedure
+from ...pipeline.skill import Skill
 from ...protocols import ChatModel
 from ...store import MemoryStore, ToolCall
 from ..live.agent import AgentRun, run_agent
+from ..live.plan_tool import plan_tools
 from ..live.user_sim import UserSimulator
 from ..live.worlds import ReplayWorld, World, get_world, task_order
 from ..strategies import Recaller
@@ -124,7 +128,8 @@ def live_rows(ctx: PointContext, world: World, task_of: Mapping[str, str],
                 kw: dict[str, Any] = {"tool_specs": specs, "policy": policy, "config": th,
                                       "step_limit": cfg.step_limit, "temperature": temp,
                                       "seed": rep, "solo": solo,
-                                      "recall_cut": cfg.recall_cut}
+                                      "recall_cut": cfg.recall_cut,
+                                      "procedure_form": cfg.procedure_form}
                 base = run_agent(llm, world.start(task_id),
                                  user=_user(user, world, task_id, rep), **kw)
                 # nothing recalled: the memory arm's inputs are the no-memory arm's, so is its run
@@ -132,8 +137,7 @@ def live_rows(ctx: PointContext, world: World, task_of: Mapping[str, str],
                                 user=_user(user, world, task_id, rep), **kw) \
                     if skills or rerun_empty else base
                 for arm, run, block in (("no-memory", base, ""),
-                                        ("memory", mem, inject(skills, th, cut=cfg.recall_cut)
-                                         if skills else "")):
+                                        ("memory", mem, _shown(skills, specs, cfg, th))):
                     require_run(run, f"{world.name} task {task_id}, {arm} arm, run {rep}")
                     fh.write(json.dumps({"probe_session": r.probe_session, "task_id": task_id,
                                          "world": world.name, "arm": arm, "repeat": rep,
@@ -144,6 +148,18 @@ def live_rows(ctx: PointContext, world: World, task_of: Mapping[str, str],
                     matched = gold_share_matched(gold.actions(r.probe_session), run.calls)
                     out.append(_live_row(r, arm, run, block, rep, world.name, matched))
     return out
+
+
+def _shown(skills: Sequence[Skill], specs: Sequence[Mapping[str, Any]], cfg: EvalConfig,
+           th: Any) -> str:
+    """What the memory arm adds to the agent's prompt: the recalled prose block (plan blocks
+    left out) and the plan tools' schemas, as the procedure form has it ("" for nothing)."""
+    if not skills:
+        return ""
+    prose = "" if cfg.procedure_form == "plan" else \
+        inject([replace(s, body=strip_plan(s.body)) for s in skills], th, cut=cfg.recall_cut)
+    tools = plan_tools(skills, specs).specs if cfg.procedure_form != "prose" else []
+    return prose + "".join(json.dumps(t, ensure_ascii=False) for t in tools)
 
 
 def _user(user: ChatModel | None, world: World, task_id: str, rep: int

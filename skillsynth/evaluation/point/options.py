@@ -28,6 +28,7 @@ from ...pipeline.distill import DISTILL_ARGS, DISTILLERS, DistillArgs, Distiller
 from ...pipeline.inject import RECALL_CUTS, RecallCut
 from ...pipeline.recall import RECALL_KEYS, RecallKey
 from ...pipeline.verify import VERIFY_CALLS, VERIFY_RULES, VerifyCalls, VerifyRule
+from ..live.plan_tool import PROCEDURE_FORMS, ProcedureForm
 from ..strategies import STRATEGIES, get_strategy
 from .metrics import N_BOOT
 from .split import FAMILY_RULES, FamilyRule
@@ -71,7 +72,8 @@ class PointOptions:
 
     strategy: str = _opt("skillsynth", "the procedural-memory design under test (skillsynth, "
                          "gaia-greedy, gaia-shipped, cortexprism, pheron, none) or a control "
-                         "arm (oracle, oracle-args, oracle-dataflow, mismatched, inert; "
+                         "arm (oracle, oracle-args, oracle-dataflow, oracle-plan, "
+                         "mismatched, inert; "
                          "METHODS.md 2b)",
                          choices=tuple(STRATEGIES), sweep=True, role="synthesis")
     k: int = _opt(3, "attempts per family in the history; attempt k+1 is the probe",
@@ -126,6 +128,12 @@ class PointOptions:
     temperature: float = _opt(0.7, "sampling temperature of repeated live runs (a single "
                               "run is greedy)", role="live")
     policy: bool = _opt(True, "give the live agent the world's policy text", role="live")
+    procedure_form: ProcedureForm = _opt("prose", "how a recalled procedure reaches the live "
+                                         "agent: prose (GAIA: its body in the system "
+                                         "prompt), plan (its executable plan, where it has "
+                                         "one, as one more tool; no prose) or both",
+                                         choices=PROCEDURE_FORMS, sweep=True, short="form-",
+                                         role="live")
     verify: VerifyRule = _opt("none", "verify each distilled candidate before activating it: "
                               "none (GAIA: activate all), world (try it live on its member "
                               "tasks in `world`) or trace (its steps realised in a held-out "
@@ -170,6 +178,10 @@ class PointOptions:
             raise ConfigError(f"strategy {self.strategy} distils nothing, so there is "
                               "nothing to verify; use verify: none", key="verify")
         strategy.check_verify(self.verify)
+        if self.strategy == "oracle-plan" and self.procedure_form == "prose":
+            raise ConfigError("strategy oracle-plan offers the gold calls as a plan the agent "
+                              "calls; as prose it is the oracle arm: set procedure_form to "
+                              "plan or both", key="procedure_form")
         if self.cadence < 1:
             raise ConfigError(f"cadence must be >= 1 {self.cadence_unit}, got {self.cadence}",
                               key="cadence")

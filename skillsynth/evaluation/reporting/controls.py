@@ -29,11 +29,11 @@ __all__ = ["ARM_ORDER", "args_gain_over_mismatched", "controls_table", "decoding
 
 #: The side-by-side order: the lower bounds, the designs, the upper bounds, the inert check.
 ARM_ORDER = ("none", "mismatched", "skillsynth", "gaia-greedy", "gaia-shipped", "cortexprism",
-             "pheron", "oracle", "oracle-dataflow", "oracle-args", "inert")
+             "pheron", "oracle", "oracle-dataflow", "oracle-plan", "oracle-args", "inert")
 #: What the table shows per point (where the point has it).
 _SHOWN = ("live_success_change", "live_step_reduction", "live_gold_actions_matched_change",
-          "live_failed_call_rate_change", "step_reduction", "recall_hit_rate",
-          "inert_identical")
+          "live_failed_call_rate_change", "live_agent_decisions_change", "step_reduction",
+          "recall_hit_rate", "inert_identical")
 
 
 #: What a gain is measured on: live success, live graded progress (the share of the task's

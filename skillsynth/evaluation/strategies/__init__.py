@@ -66,7 +66,8 @@ from .gaia_shipped import (
 from .keyword import KeywordIndex
 
 #: The control arms (METHODS.md 2b; built in :mod:`skillsynth.evaluation.point.controls`).
-ControlKind = Literal["oracle", "oracle-args", "oracle-dataflow", "mismatched", "inert"]
+ControlKind = Literal["oracle", "oracle-args", "oracle-dataflow", "oracle-plan", "mismatched",
+                      "inert"]
 
 
 class ControlSource(Protocol):
@@ -90,7 +91,8 @@ __all__ = [
 ]
 
 StrategyName = Literal["skillsynth", "gaia-greedy", "gaia-shipped", "cortexprism", "pheron",
-                       "none", "oracle", "oracle-args", "oracle-dataflow", "mismatched",
+                       "none", "oracle", "oracle-args", "oracle-dataflow", "oracle-plan",
+                       "mismatched",
                        "inert"]
 #: CortexPrism merges a new extraction into an existing skill at this cosine (seed 002).
 CORTEXPRISM_DEDUP_TAU = 0.78
@@ -325,6 +327,8 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
     ControlStrategy(name="oracle", method=None, synth_overrides={}, recall_kind="control"),
     ControlStrategy(name="oracle-args", method=None, synth_overrides={}, recall_kind="control"),
     ControlStrategy(name="oracle-dataflow", method=None, synth_overrides={},
+                    recall_kind="control"),
+    ControlStrategy(name="oracle-plan", method=None, synth_overrides={},
                     recall_kind="control"),
     ControlStrategy(name="mismatched", method=None, synth_overrides={}, recall_kind="control"),
     ControlStrategy(name="inert", method="agglomerative", synth_overrides={},

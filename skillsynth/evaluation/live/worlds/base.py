@@ -56,18 +56,22 @@ class CallOutcome:
 class Turn:
     """One step of a finished run, as scoring sees it.
 
-    ``kind`` is ``call`` (``name``, ``arguments``, ``result``, ``ok``), ``answer``
-    (``content``: text the agent said to the user) or ``user`` (``content``: what a simulated
-    user said); ``timestamp`` is when it happened (GAIA's ISO format).
+    ``kind`` is ``call`` (``name``, ``arguments``, ``result``, ``ok``; ``via``: the plan
+    tool that made it, "" for the agent's own call), ``plan`` (the agent called a recalled
+    plan as one tool: ``name``, its inputs as ``arguments``, the reply it read as ``result``;
+    not a world call, so no world scores it), ``answer`` (``content``: text the agent said to
+    the user) or ``user`` (``content``: what a simulated user said); ``timestamp`` is when it
+    happened (GAIA's ISO format).
     """
 
-    kind: Literal["call", "answer", "user"]
+    kind: Literal["call", "plan", "answer", "user"]
     name: str = ""
     arguments: Mapping[str, Any] = field(default_factory=dict)
     result: str = ""
     ok: bool = True
     content: str = ""
     timestamp: str = ""
+    via: str = ""
 
 
 @dataclass(frozen=True)

@@ -219,7 +219,7 @@ class Tau2World:
                 out.append(m.AssistantMessage(role="assistant", content=None, tool_calls=[call]))
                 out.append(m.ToolMessage(id=f"call_{i}", role="tool", content=t.result,
                                          requestor="assistant", error=not t.ok))
-            elif t.content:
+            elif t.kind == "answer" and t.content:  # a plan turn is not a world call
                 out.append(m.AssistantMessage(role="assistant", content=t.content))
         return out
 
