@@ -267,3 +267,39 @@ def test_oracle_plan_runs_in_tau2_retail_and_taus_evaluators_score_the_run():
     assert (run.steps, run.decisions, run.plan_steps, run.termination) == (
         4, 1, 4, "agent-stop")
     assert run.score_detail["breakdown"]["DB"] == 1.0  # tau2 judged the world's state
+
+
+def test_a_recalled_synthesized_procedure_carries_the_plan_its_member_runs_give(tmp_path):
+    from skillsynth.evaluation.point.recall_plans import MemberPlans
+    from skillsynth.store import MemoryStore, Procedure
+
+    db = tmp_path / "history.db"
+    with MemoryStore.init(db) as s:
+        for sid, name, uid, order in (("a", "Ann", "ann_1", "#W1"), ("b", "Bob", "bob_2", "#W7")):
+            ts = "2026-01-01T10:00:00.000000+00:00"
+            with s.transaction():
+                s.add_turn(sid, "user", f"I am {name}, zip 12345: cancel my order.",
+                           timestamp=ts)
+                s.log_tool_call(sid, "find_user", {"name": name, "zip": "12345"}, uid, True,
+                                timestamp=ts)
+                s.log_tool_call(sid, "get_user", {"user_id": uid},
+                                json.dumps({"user_id": uid, "orders": [order]}), True,
+                                timestamp=ts)
+                s.log_tool_call(sid, "get_order", {"order_id": order},
+                                json.dumps({"order_id": order}), True, timestamp=ts)
+    proc = Procedure(name="cancel-order", when_to_use="The user wants to cancel an order",
+                     markdown_body="1. Call find_user\n2. Call get_user\n3. Call get_order",
+                     tools_required=("find_user", "get_user", "get_order"), id="p1",
+                     provenance={"from_sessions": ["a", "b", "gone"]})
+    plans = MemberPlans(db, SPECS)
+    assert [m.session_id for m in plans.members(proc)] == ["a", "b"]  # "gone": not held
+    skill = Skill(name=proc.name, description=proc.when_to_use, body=proc.markdown_body,
+                  tools_required=proc.tools_required)
+    got = find_plan(plans.skill(proc, skill).body)
+    assert got is not None and got.complete and [s.name for s in got.inputs] == ["name", "zip"]
+    assert got.steps[1].args == {"user_id": FromStep(1, "")}
+    assert got.steps[2].args == {"order_id": FromStep(2, "orders[]")}
+    # a body that has a plan keeps it; a procedure without members gets none
+    assert plans.skill(proc, SKILL) is SKILL
+    lone = Procedure(name="x", when_to_use="y", markdown_body="1. Call get_user", id="p2")
+    assert plans.skill(lone, skill) is skill

@@ -31,6 +31,7 @@ from .complete import require_run
 from .context import EvalConfig, PointContext
 from .controls import gold_share_matched
 from .metrics import ProbeResult
+from .recall_plans import MemberPlans
 
 __all__ = ["live_rows", "live_world"]
 
@@ -109,20 +110,25 @@ def live_rows(ctx: PointContext, world: World, task_of: Mapping[str, str],
     nothing recalled the memory arm is the no-memory run, unless the strategy runs an empty
     memory arm (the inert control: that second run is what its check compares). The gold
     source gives each row's ``gold_matched`` (graded progress, paired across points by the
-    report); the context's user plays each run's user (None: solo).
+    report); the context's user plays each run's user (None: solo). With ``procedure_form``
+    plan or both, a recalled synthesized procedure carries the plan its member runs give
+    (:mod:`.recall_plans`).
     """
     cfg, llm, th, user, gold = ctx.cfg, ctx.llm, ctx.th, ctx.user, ctx.gold
     rerun_empty = ctx.strategy.runs_empty_memory_arm
     specs, policy = world.tool_specs(), world.policy() if cfg.policy else ""
     solo = cfg.world != "replay"
     todo = [r for r in replay if r.arm == "memory" and r.probe_session in task_of]
+    plans = MemberPlans(ctx.history_db, specs, ctx.outcomes) \
+        if cfg.procedure_form != "prose" and ctx.history_db.exists() else None
     out: list[ProbeResult] = []
     with ctx.runs_file.open("w", encoding="utf-8") as fh:
         for r in tqdm(todo, desc=f"live {world.name}", leave=False,
                       disable=not ctx.progress):
             task_id = task_of[r.probe_session]
-            skills = [skill_from_procedure(h.procedure)
-                      for h in recaller(r.goal, r.probe_session)]
+            recalled = [h.procedure for h in recaller(r.goal, r.probe_session)]
+            skills = [skill_from_procedure(p) if plans is None else
+                      plans.skill(p, skill_from_procedure(p)) for p in recalled]
             for rep in range(cfg.repeats):
                 temp = 0.0 if cfg.repeats == 1 else cfg.temperature
                 kw: dict[str, Any] = {"tool_specs": specs, "policy": policy, "config": th,
