@@ -142,16 +142,25 @@ def test_the_agent_calls_the_plan_once_and_the_world_runs_each_step_in_the_trans
     assert "RECALLED PROCEDURES" not in system and tool in offered and "get_user" in offered
 
 
-def test_prose_form_offers_no_plan_and_shows_no_plan_block_both_shows_both():
-    for form, prose, offered in (("prose", True, False), ("both", True, True)):
+def test_each_form_shows_the_prose_and_offers_the_plan_as_it_says():
+    prose_only = Skill(name="look-up-a-user", description="The user asks who they are",
+                       body="1. Call get_user", tools_required=("get_user",))
+    for form, prose, offered in (("prose", True, False), ("both", True, True),
+                                 ("plan", False, True)):
         llm = FakeScriptedAgent([])
-        run_agent(llm, FakeEpisode(), tool_specs=SPECS, recalled=[SKILL], config=Thresholds(
-            max_recall_body_chars=5000), procedure_form=form)
+        run = run_agent(llm, FakeEpisode(), tool_specs=SPECS, recalled=[SKILL, prose_only],
+                        config=Thresholds(max_recall_body_chars=5000), procedure_form=form)
         system = llm.requests[0][0][0]["content"]
         names = [t["function"]["name"] for t in llm.requests[0][1]]
         assert ("1. Call find_user" in system) is prose
+        assert "1. Call get_user" in system  # no plan: its prose is shown under every form
         assert "skillsynth-plan" not in system  # the block is for the harness, not the agent
         assert any(n.startswith(PLAN_TOOL_PREFIX) for n in names) is offered
+        assert run.plans_offered == int(offered)
+    # a plan the offered world tools cannot run is refused: GAIA loads at most 14 tools
+    few = run_agent(FakeScriptedAgent([]), FakeEpisode(), tool_specs=SPECS[:2], recalled=[SKILL],
+                    config=Thresholds(), procedure_form="plan")
+    assert (few.plans_offered, few.plans_refused) == (0, 1)
 
 
 def test_a_failing_step_stops_the_plan_with_what_ran_and_the_agent_goes_on():
@@ -163,7 +172,8 @@ def test_a_failing_step_stops_the_plan_with_what_ran_and_the_agent_goes_on():
                     procedure_form="both")
     reply = json.loads(ep.scored[0].result)
     assert reply["status"] == "stopped" and "find_user failed" in reply["error"]
-    assert (run.steps, run.failed_calls, run.plan_steps, run.decisions) == (2, 1, 1, 2)
+    assert (run.steps, run.failed_calls, run.plan_steps, run.decisions, run.plan_failures) \
+        == (2, 1, 1, 2, 1)
     assert not ep.scored[0].ok  # the plan turn says it failed
 
 
@@ -179,8 +189,10 @@ def test_bad_inputs_run_nothing_and_the_step_limit_binds_inside_a_plan():
                     tool_specs=SPECS, recalled=[SKILL], config=Thresholds(),
                     procedure_form="plan", step_limit=2)
     assert [c[0] for c in ep.calls] == ["find_user", "get_user"]
-    assert (cut.steps, cut.termination) == (2, "step-limit")
-    assert "step limit" in json.loads(ep.scored[0].result)["error"]
+    assert (cut.steps, cut.termination, cut.plan_failures) == (2, "step-limit", 1)
+    reply = json.loads(ep.scored[0].result)
+    assert "steps[3]: not called: the run's step limit" in reply["error"]
+    assert [s["tool"] for s in reply["steps"]] == ["find_user", "get_user"]  # what ran
 
 
 def test_the_done_tool_is_no_decision():
@@ -237,6 +249,8 @@ def test_oracle_plan_binds_the_gold_calls_and_keeps_the_customers_values_as_inpu
     assert plan.steps[3].args == {"order_id": FromStep(3, "order_id"),
                                   "reason": Const("no longer needed")}  # an enum value
     prose = proc.markdown_body.split("```")[0]
+    oracle = GoldSource(labels, {"p": "1"}, FakeCancelWorld()).recall("oracle", "p")
+    assert prose.strip() == oracle.markdown_body.strip()  # the oracle's prose, and a plan
     for value in ("Ann", "12345", "ann_1", "#W1"):
         assert value not in proc.markdown_body  # no user value anywhere
     assert "4. Call cancel_order" in prose

@@ -20,22 +20,22 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ...errors import LLMError
 from ...models.text_calls import tool_calls_in_content
+from ...pipeline.execute import PlanRun, StepRun
 from ...pipeline.inject import RecallCut, inject, tools_for_turn
-from ...pipeline.plan import strip_plan
 from ...pipeline.skill import Skill
 from ...protocols import ChatModel
 from ...store import now_iso
-from .plan_tool import PlanTools, ProcedureForm, plan_tools, run_plan_tool
+from .plan_tool import PlanTools, ProcedureForm, plan_reply, recalled_forms, run_plan_tool
 from .user_sim import GREETING, UserSimulator
 from .worlds import Episode, Termination, Turn, canonical_args
 
-__all__ = ["AGENT_PROMPT_VERSION", "DONE_TOOL", "SOLO_NUDGE", "SOLO_NUDGES", "AgentRun", "run_agent",
-           "system_prompt"]
+__all__ = ["AGENT_PROMPT_VERSION", "DONE_TOOL", "SOLO_NUDGE", "SOLO_NUDGES", "AgentRun",
+           "loaded_tools", "run_agent", "system_prompt"]
 
 #: The tool a solo agent calls to end its run (tau2's solo agent's stop tool).
 DONE_TOOL = "done"
@@ -83,7 +83,11 @@ class AgentRun:
         decisions: model turns that issued a call (the stop tool ``done`` aside): what the
             agent decided, where ``steps`` counts what the world was asked (a plan tool's
             call is one decision and as many steps as it ran).
-        plan_calls: calls of a recalled plan's tool; plan_steps: world calls they made.
+        plan_calls: calls of a recalled plan's tool; plan_steps: world calls they made;
+            plan_failures: plan calls that did not finish (refused inputs, a step that could
+            not be bound or failed its schema before any call, a failed call, the step
+            limit): what ``failed_calls`` does not see of a plan, whose executor checks each
+            step before calling it.
         plans_offered: recalled plans offered as tools; plans_refused: recalled plans not
             offered because the world's tools refuse them.
         error: the model error that ended the run, if one did.
@@ -118,6 +122,7 @@ class AgentRun:
     decisions: int = 0
     plan_calls: int = 0
     plan_steps: int = 0
+    plan_failures: int = 0
     plans_offered: int = 0
     plans_refused: int = 0
 
@@ -154,8 +159,10 @@ def system_prompt(policy: str, recalled: Sequence[Skill], config: Any, *, solo: 
     return "\n\n".join(parts)
 
 
-def _loaded(specs: Sequence[Mapping[str, Any]], recalled: Sequence[Skill]
-            ) -> list[Mapping[str, Any]]:
+def loaded_tools(specs: Sequence[Mapping[str, Any]], recalled: Sequence[Skill]
+                 ) -> list[Mapping[str, Any]]:
+    """The world tools the agent is offered: the recalled skills' ``tools_required`` first,
+    then the rest, at most GAIA's 14 (:func:`~skillsynth.pipeline.inject.tools_for_turn`)."""
     by_name = {s["function"]["name"]: s for s in specs}
     names = tools_for_turn([], [t for s in recalled for t in s.tools_required
                                 if t in by_name], list(by_name))
@@ -192,17 +199,17 @@ def run_agent(llm: ChatModel, episode: Episode, *, tool_specs: Sequence[Mapping[
         solo_nudges: reminders a solo agent gets when it answers in text (0: the first
             answer ends the run, the loop before ``agent-v4``).
         procedure_form: how the recalled skills reach the agent: ``prose`` (their bodies in
-            the system prompt, any plan block left out), ``plan`` (each plan the world's
-            tools accept, as one more tool; no prose) or ``both``.
+            the system prompt, any plan block left out), ``plan`` (a skill whose plan the
+            offered world tools accept, as one more tool instead of its prose; the others as
+            prose) or ``both`` (every body, and the tools).
     """
     t0 = time.perf_counter()
     solo = solo and user is None
-    plans = plan_tools(recalled, tool_specs) if procedure_form != "prose" else PlanTools()
-    prose = [] if procedure_form == "plan" else \
-        [replace(s, body=strip_plan(s.body)) for s in recalled]
-    specs = _loaded(tool_specs, recalled) + plans.specs + ([_DONE_SPEC] if solo else [])
+    loaded = loaded_tools(tool_specs, recalled)
+    prose, plans = recalled_forms(recalled, loaded, procedure_form)
+    specs = loaded + plans.specs + ([_DONE_SPEC] if solo else [])
     loop = _Loop(offered=[s["function"]["name"] for s in specs],
-                 max_nudges=solo_nudges if solo else 0, plans=plans, world_specs=tool_specs)
+                 max_nudges=solo_nudges if solo else 0, plans=plans, world_specs=loaded)
     opening = episode.task.prompt
     if user is not None:
         try:
@@ -244,7 +251,8 @@ def run_agent(llm: ChatModel, episode: Episode, *, tool_specs: Sequence[Mapping[
                     user_turns=user.turns if user is not None else 0,
                     text_calls_not_run=loop.not_run, nudges=loop.nudges,
                     decisions=loop.decisions, plan_calls=loop.plan_calls,
-                    plan_steps=loop.plan_steps, plans_offered=len(plans.tools),
+                    plan_steps=loop.plan_steps, plan_failures=loop.plan_failures,
+                    plans_offered=len(plans.tools),
                     plans_refused=len(plans.refused))
 
 
@@ -273,6 +281,7 @@ class _Loop:
     decisions: int = 0
     plan_calls: int = 0
     plan_steps: int = 0
+    plan_failures: int = 0
 
     def count(self, r: Any) -> None:
         self.turns += 1
@@ -330,12 +339,8 @@ def _world_call(loop: _Loop, episode: Episode, name: str, args: Any, via: str = 
     return out if via else out.result
 
 
-@dataclass(frozen=True)
-class _NotRun:
-    """The outcome a plan's step gets when the run's step limit is reached (no world call)."""
-
-    result: str
-    ok: bool = False
+class _StepLimit(Exception):
+    """A plan's next step would pass the run's step limit (raised before any call)."""
 
 
 def _call_plan(loop: _Loop, episode: Episode, plan: Any, args: Any, step_limit: int) -> str:
@@ -343,15 +348,26 @@ def _call_plan(loop: _Loop, episode: Episode, plan: Any, args: Any, step_limit: 
     ``via``), up to the run's step limit; the plan's reply, recorded as a ``plan`` turn
     before its calls."""
     at, where = now_iso(), len(loop.transcript)
+    ran: list[StepRun] = []
 
     def call(tool: str, arguments: dict[str, Any]) -> Any:
         if len(loop.made) >= step_limit:
-            return _NotRun(f"the run's step limit ({step_limit} calls) is reached")
+            raise _StepLimit
         loop.plan_steps += 1
-        return _world_call(loop, episode, tool, arguments, via=plan.name)
+        out = _world_call(loop, episode, tool, arguments, via=plan.name)
+        ran.append(StepRun(step=len(ran) + 1, tool=tool, arguments=arguments,
+                           result=str(out.result), ok=bool(out.ok)))
+        return out
 
-    reply, ok, _ = run_plan_tool(plan, args, call, loop.world_specs)
+    try:
+        reply, ok, _ = run_plan_tool(plan, args, call, loop.world_specs)
+    except _StepLimit:
+        stopped = PlanRun(ran=tuple(ran), failed_step=len(ran) + 1,
+                          error=f"steps[{len(ran) + 1}]: not called: the run's step limit "
+                                f"({step_limit} calls) is reached")
+        reply, ok = plan_reply(stopped), False
     loop.plan_calls += 1
+    loop.plan_failures += not ok
     loop.transcript.insert(where, Turn(kind="plan", name=plan.name, arguments=_as_mapping(args),
                                        result=reply, ok=ok, timestamp=at))
     return reply

@@ -21,21 +21,23 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from ...errors import PlanError, PlanRefused
 from ...pipeline.execute import PlanRun, WorldCall, check_plan, execute_plan
-from ...pipeline.plan import Plan, find_plan, parse_result
+from ...pipeline.plan import Plan, find_plan, parse_result, strip_plan
 from ...pipeline.skill import Skill
 
 __all__ = ["PLAN_TOOL_PREFIX", "PROCEDURE_FORMS", "PlanTool", "PlanTools", "ProcedureForm",
-           "plan_reply", "plan_tools", "run_plan_tool"]
+           "plan_reply", "plan_tools", "recalled_forms", "run_plan_tool"]
 
 #: Every plan tool's name starts so (a world tool with this prefix is never shadowed).
 PLAN_TOOL_PREFIX = "procedure_"
 #: How a recalled procedure reaches the agent: ``prose`` (GAIA: the body in the prompt, the
-#: plan block left out), ``plan`` (only its plan, as a tool) or ``both``.
+#: plan block left out), ``plan`` (a procedure with a plan the world accepts as a tool
+#: instead of its prose; one without, as prose) or ``both`` (prose, and the tool where
+#: there is a plan).
 ProcedureForm = Literal["prose", "plan", "both"]
 PROCEDURE_FORMS: tuple[ProcedureForm, ...] = ("prose", "plan", "both")
 _NAME_CHARS = 64
@@ -67,6 +69,22 @@ class PlanTools:
     def specs(self) -> list[Mapping[str, Any]]:
         """The tools' OpenAI function schemas."""
         return [t.spec for t in self.tools]
+
+
+def recalled_forms(recalled: Sequence[Skill], tool_specs: Sequence[Mapping[str, Any]],
+                   form: ProcedureForm) -> tuple[list[Skill], PlanTools]:
+    """What the agent is shown of the recalled skills under ``form``: the skills whose prose
+    goes into the system prompt (plan blocks left out; a body that is only a plan has no
+    prose), and the plan tools (checked against ``tool_specs``, the world tools the agent is
+    offered)."""
+    plans = plan_tools(recalled, tool_specs) if form != "prose" else PlanTools()
+    called = {t.skill for t in plans.tools} if form == "plan" else set()
+    prose = []
+    for skill in recalled:
+        body = strip_plan(skill.body)
+        if skill.name not in called and body.strip():
+            prose.append(skill if body == skill.body else replace(skill, body=body))
+    return prose, plans
 
 
 def _tool_name(skill: str, taken: set[str]) -> str:

@@ -368,9 +368,11 @@ class GoldSource:
         if control in TRACED:
             label = self.labels.get(probe)
             run = self.runs.get(str(label.task_id)) if label is not None else None
-            if run:  # a successful history run of the task: its reads, then its writes
-                acts = gold_actions(run)
-            traced = self._trace(probe, acts)
+            # a successful history run of the task (its reads, then its writes), else the gold
+            ran = gold_actions(run) if run else acts
+            if control == "oracle-dataflow":  # its prose is that run's calls with sources
+                acts = ran
+            traced = self._trace(probe, ran)
             if isinstance(traced, ArmSkipped):
                 return traced
             calls, customer = traced

@@ -10,20 +10,18 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 from tqdm.auto import tqdm
 
 from ...errors import EvaluationError, WorldError
 from ...pipeline.inject import inject
-from ...pipeline.plan import strip_plan
 from ...pipeline.recall import skill_from_procedure
 from ...pipeline.skill import Skill
 from ...protocols import ChatModel
 from ...store import MemoryStore, ToolCall
-from ..live.agent import AgentRun, run_agent
-from ..live.plan_tool import plan_tools
+from ..live.agent import AgentRun, loaded_tools, run_agent
+from ..live.plan_tool import recalled_forms
 from ..live.user_sim import UserSimulator
 from ..live.worlds import ReplayWorld, World, get_world, task_order
 from ..strategies import Recaller
@@ -158,14 +156,13 @@ def live_rows(ctx: PointContext, world: World, task_of: Mapping[str, str],
 
 def _shown(skills: Sequence[Skill], specs: Sequence[Mapping[str, Any]], cfg: EvalConfig,
            th: Any) -> str:
-    """What the memory arm adds to the agent's prompt: the recalled prose block (plan blocks
-    left out) and the plan tools' schemas, as the procedure form has it ("" for nothing)."""
+    """What the memory arm adds to the agent's prompt, as the run shows it: the recalled
+    prose block (plan blocks left out) and the plan tools' schemas ("" for nothing)."""
     if not skills:
         return ""
-    prose = "" if cfg.procedure_form == "plan" else \
-        inject([replace(s, body=strip_plan(s.body)) for s in skills], th, cut=cfg.recall_cut)
-    tools = plan_tools(skills, specs).specs if cfg.procedure_form != "prose" else []
-    return prose + "".join(json.dumps(t, ensure_ascii=False) for t in tools)
+    prose, plans = recalled_forms(skills, loaded_tools(specs, skills), cfg.procedure_form)
+    block = inject(prose, th, cut=cfg.recall_cut) if prose else ""
+    return block + "".join(json.dumps(t, ensure_ascii=False) for t in plans.specs)
 
 
 def _user(user: ChatModel | None, world: World, task_id: str, rep: int

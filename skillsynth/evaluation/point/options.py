@@ -131,7 +131,8 @@ class PointOptions:
     procedure_form: ProcedureForm = _opt("prose", "how a recalled procedure reaches the live "
                                          "agent: prose (GAIA: its body in the system "
                                          "prompt), plan (its executable plan, where it has "
-                                         "one, as one more tool; no prose) or both",
+                                         "one, as one more tool instead of its prose) or "
+                                         "both (the prose, and the tool)",
                                          choices=PROCEDURE_FORMS, sweep=True, short="form-",
                                          role="live")
     verify: VerifyRule = _opt("none", "verify each distilled candidate before activating it: "
