@@ -157,6 +157,9 @@ def test_each_form_shows_the_prose_and_offers_the_plan_as_it_says():
         assert "skillsynth-plan" not in system  # the block is for the harness, not the agent
         assert any(n.startswith(PLAN_TOOL_PREFIX) for n in names) is offered
         assert run.plans_offered == int(offered)
+        assert ("Shortcut: the tool procedure_cancel_a_pending_order makes steps 1-3 "
+                "(find_user -> get_user -> get_order) in one call; give it name, zip. Then go "
+                "on by hand from cancel_order.\n\n1. Call find_user" in system) is (form == "both")
     # a plan the offered world tools cannot run is refused: GAIA loads at most 14 tools
     few = run_agent(FakeScriptedAgent([]), FakeEpisode(), tool_specs=SPECS[:2], recalled=[SKILL],
                     config=Thresholds(), procedure_form="plan")

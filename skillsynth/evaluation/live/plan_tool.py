@@ -30,14 +30,14 @@ from ...pipeline.plan import Plan, find_plan, parse_result, strip_plan
 from ...pipeline.skill import Skill
 
 __all__ = ["PLAN_TOOL_PREFIX", "PROCEDURE_FORMS", "PlanTool", "PlanTools", "ProcedureForm",
-           "plan_reply", "plan_tools", "recalled_forms", "run_plan_tool"]
+           "plan_reply", "plan_tools", "recalled_forms", "run_plan_tool", "shortcut"]
 
 #: Every plan tool's name starts so (a world tool with this prefix is never shadowed).
 PLAN_TOOL_PREFIX = "procedure_"
 #: How a recalled procedure reaches the agent: ``prose`` (GAIA: the body in the prompt, the
 #: plan block left out), ``plan`` (a procedure with a plan the world accepts as a tool
-#: instead of its prose; one without, as prose) or ``both`` (prose, and the tool where
-#: there is a plan).
+#: instead of its prose; one without, as prose) or ``both`` (the tool, and the prose opened
+#: by a line naming the tool: :func:`shortcut`).
 ProcedureForm = Literal["prose", "plan", "both"]
 PROCEDURE_FORMS: tuple[ProcedureForm, ...] = ("prose", "plan", "both")
 _NAME_CHARS = 64
@@ -78,13 +78,31 @@ def recalled_forms(recalled: Sequence[Skill], tool_specs: Sequence[Mapping[str, 
     prose), and the plan tools (checked against ``tool_specs``, the world tools the agent is
     offered)."""
     plans = plan_tools(recalled, tool_specs) if form != "prose" else PlanTools()
-    called = {t.skill for t in plans.tools} if form == "plan" else set()
+    tools = {t.skill: t for t in plans.tools}
     prose = []
     for skill in recalled:
         body = strip_plan(skill.body)
-        if skill.name not in called and body.strip():
+        tool = tools.get(skill.name)
+        if tool is not None and form == "plan":
+            continue
+        if tool is not None:  # both: the body opens by saying how to run it in one call
+            body = shortcut(tool) + "\n\n" + body
+        if body.strip():
             prose.append(skill if body == skill.body else replace(skill, body=body))
     return prose, plans
+
+
+def shortcut(tool: PlanTool) -> str:
+    """The line that opens a recalled body under ``both``: the tool that runs its plan, what
+    to give it and where it hands back (first, so that GAIA's recall cut keeps it)."""
+    plan = tool.plan
+    steps = f"step 1 ({plan.steps[0].tool})" if len(plan.steps) == 1 else \
+        f"steps 1-{len(plan.steps)} ({' -> '.join(s.tool for s in plan.steps)})"
+    gives = ", ".join(s.name for s in plan.inputs) or "nothing"
+    text = f"Shortcut: the tool {tool.name} makes {steps} in one call; give it {gives}."
+    if plan.stop is not None:
+        text += f" Then go on by hand from {plan.stop.tool or 'the next step'}."
+    return text
 
 
 def _tool_name(skill: str, taken: set[str]) -> str:
