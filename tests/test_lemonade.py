@@ -163,3 +163,28 @@ def test_synthesize_in_json_mode_recall_and_the_skill_md_round_trip(lemonade_env
         for validator in validators:
             assert main(["skill", "validate", str(out / proc.name), "--profile",
                          validator]) == 0, capsys.readouterr()
+
+
+def test_a_sweep_point_through_lemonade_runs_live_renders_its_report_and_is_691_valid(
+        lemonade_env, tmp_path):
+    # CI's Lemonade point (eval/sweeps/lemonade-ci.yaml): the sweep-point notebook under
+    # papermill, json-mode distillation and recall by the served models, one probe live
+    from pathlib import Path
+
+    spec = Path(__file__).resolve().parent.parent / "eval" / "sweeps" / "lemonade-ci.yaml"
+    results = tmp_path / "results"
+    assert main(["sweep", str(spec), "--results", str(results), "--cache",
+                 str(tmp_path / "cache.db")]) == 0  # an empty call cache: every answer new
+    run = results / "lemonade-ci"
+    record = json.loads((run / "summary.json").read_text())["record"]
+    assert record["models"]["chat"]["model"] == CHAT_MODEL
+    (point,) = run.glob("points/*/summary.json")
+    summary = json.loads(point.read_text())
+    assert summary["pass"]["distilled"] == 1, summary["pass"]  # one distillation a pass
+    k = summary["kpis"]
+    assert (k["validity_gaia691"]["value"], k["validity_gaia691"]["n"]) == (1.0, 1)
+    runs = [json.loads(x) for x in (point.parent / "runs.jsonl").read_text().splitlines()]
+    assert sorted(r["arm"] for r in runs) == ["memory", "no-memory"]  # one probe, both arms
+    assert all(r["error"] is None and r["termination"] != "model-error" and r["turns"] > 0
+               for r in runs)  # the served model answered every turn
+    assert main(["report", str(run)]) == 0 and (run / "report.html").stat().st_size > 0
