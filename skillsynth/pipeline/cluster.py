@@ -54,6 +54,7 @@ __all__ = [
     "kmeans_cells",
     "leader_clusters",
     "normalise_goal",
+    "representative",
     "requalify",
     "split_groups",
 ]
@@ -111,8 +112,14 @@ class Cluster:
 
     def representative(self) -> SessionSequence:
         """The successful member with the shortest successful span (ties: earliest)."""
-        ok = [m for m in self.members if m.succeeded] or list(self.members)
-        return min(ok, key=lambda m: m.successful_calls)
+        return representative(self.members)
+
+
+def representative(members: Sequence[SessionSequence]) -> SessionSequence:
+    """The run that stands for ``members``: the successful one with the shortest successful
+    span (ties: earliest; with no successful member, among all)."""
+    ok = [m for m in members if m.succeeded] or list(members)
+    return min(ok, key=lambda m: m.successful_calls)
 
 
 def normalise_goal(text: str) -> str:

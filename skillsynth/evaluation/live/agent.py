@@ -238,22 +238,7 @@ def run_agent(llm: ChatModel, episode: Episode, *, tool_specs: Sequence[Mapping[
             _execute(loop, episode, messages, r, calls, step_limit)
         else:
             _answered(loop, messages, (r.content or "").strip(), user)
-    termination = loop.termination or "step-limit"
-    score = episode.score(loop.transcript, termination)
-    return AgentRun(steps=len(loop.made), calls=tuple(loop.made), failed_calls=loop.failed,
-                    turns=loop.turns, termination=termination, success=score.success,
-                    reward=score.reward, prompt_tokens=loop.p_tok, completion_tokens=loop.c_tok,
-                    llm_calls=loop.turns - loop.hits, cache_hits=loop.hits,
-                    content_calls=loop.from_text, error=loop.error,
-                    wall_s=round(time.perf_counter() - t0, 3), answer=loop.answer,
-                    transcript=tuple(loop.transcript), score_detail=dict(score.detail),
-                    unoffered_text_calls=loop.unoffered,
-                    user_turns=user.turns if user is not None else 0,
-                    text_calls_not_run=loop.not_run, nudges=loop.nudges,
-                    decisions=loop.decisions, plan_calls=loop.plan_calls,
-                    plan_steps=loop.plan_steps, plan_failures=loop.plan_failures,
-                    plans_offered=len(plans.tools),
-                    plans_refused=len(plans.refused))
+    return loop.finished(episode, user, t0)
 
 
 @dataclass
@@ -282,6 +267,25 @@ class _Loop:
     plan_calls: int = 0
     plan_steps: int = 0
     plan_failures: int = 0
+
+    def finished(self, episode: Episode, user: UserSimulator | None, t0: float) -> AgentRun:
+        """The run as the world scores it."""
+        termination = self.termination or "step-limit"
+        score = episode.score(self.transcript, termination)
+        return AgentRun(steps=len(self.made), calls=tuple(self.made), failed_calls=self.failed,
+                        turns=self.turns, termination=termination, success=score.success,
+                        reward=score.reward, prompt_tokens=self.p_tok,
+                        completion_tokens=self.c_tok, llm_calls=self.turns - self.hits,
+                        cache_hits=self.hits, content_calls=self.from_text, error=self.error,
+                        wall_s=round(time.perf_counter() - t0, 3), answer=self.answer,
+                        transcript=tuple(self.transcript), score_detail=dict(score.detail),
+                        unoffered_text_calls=self.unoffered,
+                        user_turns=user.turns if user is not None else 0,
+                        text_calls_not_run=self.not_run, nudges=self.nudges,
+                        decisions=self.decisions, plan_calls=self.plan_calls,
+                        plan_steps=self.plan_steps, plan_failures=self.plan_failures,
+                        plans_offered=len(self.plans.tools),
+                        plans_refused=len(self.plans.refused))
 
     def count(self, r: Any) -> None:
         self.turns += 1
@@ -321,7 +325,7 @@ def _execute(loop: _Loop, episode: Episode, messages: list[dict[str, Any]], r: A
         if plan is not None:
             result = _call_plan(loop, episode, plan, args, step_limit)
         else:
-            result = _world_call(loop, episode, name, args)
+            result = _world_call(loop, episode, name, args).result
         messages.append({"role": "tool", "tool_call_id": tc.get("id")
                          or f"call_{loop.turns}_{i}", "content": result})
         if len(loop.made) >= step_limit:
@@ -336,7 +340,7 @@ def _world_call(loop: _Loop, episode: Episode, name: str, args: Any, via: str = 
     loop.failed += not out.ok
     loop.transcript.append(Turn(kind="call", name=name, arguments=_as_mapping(args),
                                 result=out.result, ok=out.ok, timestamp=at, via=via))
-    return out if via else out.result
+    return out
 
 
 class _StepLimit(Exception):

@@ -127,6 +127,7 @@ def live_rows(ctx: PointContext, world: World, task_of: Mapping[str, str],
             recalled = [h.procedure for h in recaller(r.goal, r.probe_session)]
             skills = [skill_from_procedure(p) if plans is None else
                       plans.skill(p, skill_from_procedure(p)) for p in recalled]
+            shown = _shown(skills, specs, cfg, th)  # the same for every repeat
             for rep in range(cfg.repeats):
                 temp = 0.0 if cfg.repeats == 1 else cfg.temperature
                 kw: dict[str, Any] = {"tool_specs": specs, "policy": policy, "config": th,
@@ -141,7 +142,7 @@ def live_rows(ctx: PointContext, world: World, task_of: Mapping[str, str],
                                 user=_user(user, world, task_id, rep), **kw) \
                     if skills or rerun_empty else base
                 for arm, run, block in (("no-memory", base, ""),
-                                        ("memory", mem, _shown(skills, specs, cfg, th))):
+                                        ("memory", mem, shown)):
                     require_run(run, f"{world.name} task {task_id}, {arm} arm, run {rep}")
                     fh.write(json.dumps({"probe_session": r.probe_session, "task_id": task_id,
                                          "world": world.name, "arm": arm, "repeat": rep,

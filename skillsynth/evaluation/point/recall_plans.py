@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ...config import Thresholds
-from ...pipeline.cluster import Cluster
+from ...pipeline.cluster import representative
 from ...pipeline.detect import SessionSequence, extract_sequences
 from ...pipeline.induce import induce_plan
 from ...pipeline.plan import find_plan, with_plan
@@ -55,9 +55,7 @@ class MemberPlans:
             members = self.members(proc)
             got = skill
             if members:
-                rep = Cluster(members=tuple(members), method="recalled", rate_definition="",
-                              success_rate=0.0, qualified=True).representative()
-                plan = induce_plan(members, rep, enums=self._enums)
+                plan = induce_plan(members, representative(members), enums=self._enums)
                 if plan is not None:
                     got = with_plan(skill, plan)
             self._plans[key] = got
