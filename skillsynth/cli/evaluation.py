@@ -41,6 +41,23 @@ def _eval_point(args: argparse.Namespace) -> int:
         if opts["world"] == "replay":  # the corpus argument names the world
             opts["world"] = args.corpus
         corpus = str(Path(args.out) / "live-corpus.db")
+    elif args.history == "ideal":
+        if args.labels:
+            raise UsageError("--history ideal reads the labels beside the corpus and writes "
+                             "its own; leave out --labels")
+        if opts["world"] == "replay":
+            raise UsageError("--history ideal runs each task's reference in a world: add "
+                             "--world tau2:DOMAIN (the corpus's domain)")
+        from ..evaluation.live.worlds import get_world
+        from ..evaluation.point.ideal import ideal_history
+
+        rep = ideal_history(get_world(opts["world"]), corpus,
+                            Path(args.out) / "ideal-corpus.db", attempts=opts["k"] + 1,
+                            progress=True)
+        corpus = rep.db_path
+        print(f"ideal history: {len(rep.tasks) or rep.already_present} task(s) x "
+              f"{rep.attempts}; {len(rep.left_out)} left out; corpus {corpus}",
+              file=sys.stderr)
     elif args.world != "replay" and not args.live:
         raise UsageError("--world is where live probes run: add --live")
     cfg = EvalConfig(corpus, thresholds=thresholds_of(args), labels=args.labels, **opts)
@@ -218,7 +235,8 @@ def register(sub: Any) -> None:
     p = command(sub, "eval", "run the 4th-attempt protocol once on a corpus (one point)",
                 _eval_point)
     p.add_argument("corpus", help="the corpus memory.db (labels beside it); with --history "
-                   "live, the world the agent generates its history in")
+                   "live, the world the agent generates its history in; with --history "
+                   "ideal, the recorded corpus whose tasks are executed in --world")
     p.add_argument("out", help="the point's folder (written)")
     p.add_argument("--labels", help="the labels file (default <corpus>.labels.sqlite)")
     add_cli_options(p)  # one flag per point option, from PointOptions

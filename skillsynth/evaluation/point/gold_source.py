@@ -47,7 +47,7 @@ def gold_source(cfg: PointOptions, labels: Mapping[str, SessionLabel], split: Sp
     from ..live.worlds import get_world
 
     world = None
-    if cfg.world != "replay" and (cfg.live or cfg.history == "live"):
+    if cfg.world != "replay" and (cfg.live or cfg.history != "corpus"):
         world = get_world(cfg.world)
     elif cfg.strategy in TRACED:  # replay: the world the corpus was recorded in
         domains = {x.extra.get("domain") for x in labels.values() if x.source == "tau2"}

@@ -38,8 +38,8 @@ __all__ = ["CADENCE_UNITS", "HISTORY_SOURCES", "PROTOCOLS", "ROLES", "CadenceUni
            "cli_values"]
 
 #: Where a point's history came from.
-HistorySource = Literal["corpus", "live"]
-HISTORY_SOURCES: tuple[HistorySource, ...] = ("corpus", "live")
+HistorySource = Literal["corpus", "live", "ideal"]
+HISTORY_SOURCES: tuple[HistorySource, ...] = ("corpus", "live", "ideal")
 #: How history and probes are drawn from the corpus.
 EvalProtocol = Literal["strict", "rolling"]
 PROTOCOLS: tuple[EvalProtocol, ...] = ("strict", "rolling")
@@ -120,8 +120,11 @@ class PointOptions:
     world: str = _opt("replay", "where live probes run: replay (the corpus's recordings) or a "
                       "world from `skillsynth world list` (the corpus's task ids and goals "
                       "must be the world's)", role="live")
-    history: HistorySource = _opt("corpus", "corpus (imported recordings) or live (the corpus "
-                                  "is the agent's own runs in `world`)",
+    history: HistorySource = _opt("corpus", "corpus (imported recordings), live (the corpus "
+                                  "is the agent's own runs in `world`) or ideal (each task's "
+                                  "reference run, a recorded success else its gold calls, "
+                                  "executed in `world` k+1 times: GAIA's planted ideal "
+                                  "attempts)",
                                   choices=HISTORY_SOURCES, role="synthesis")
     repeats: int = _opt(1, "live runs per arm per probe (more than 1 samples at "
                         "`temperature`, seed = repeat)", role="live")
@@ -194,9 +197,9 @@ class PointOptions:
         if self.world != "replay" and self.world not in WORLDS:
             raise ConfigError(f"unknown world {self.world!r}; known: replay, "
                               f"{', '.join(WORLDS)}", key="world")
-        if self.history == "live" and self.world == "replay":
-            raise ConfigError("history: live needs a tau2 world the agent can act in "
-                              f"({', '.join(WORLDS)})", key="history")
+        if self.history != "corpus" and self.world == "replay":
+            raise ConfigError(f"history: {self.history} needs a tau2 world to run the "
+                              f"attempts in ({', '.join(WORLDS)})", key="history")
         if self.tasks is not None:
             object.__setattr__(self, "tasks", tuple(str(t) for t in self.tasks))
 

@@ -61,6 +61,26 @@ __all__ = [
 
 
 def _build_corpus(spec: SweepSpec, run_dir: Path, log: Any) -> Path:
+    """The corpus the points read: the spec's (imported, generated or named), or under
+    ``history: ideal`` the ideal attempts of its tasks (``corpus/ideal.db``, no model)."""
+    db = _source_corpus(spec, run_dir, log)
+    if spec.options.history != "ideal":
+        return db
+    from ..live.worlds import get_world
+    from ..point.ideal import ideal_history
+
+    rep = ideal_history(get_world(spec.options.world), db, run_dir / "corpus" / "ideal.db",
+                        attempts=spec.options.k + 1)
+    if rep.already_present:
+        log(f"ideal history: {rep.already_present} task(s) as built before")
+    else:
+        log(f"ideal history: {len(rep.tasks)} task(s) x {rep.attempts} attempts "
+            f"({rep.from_recorded} from a recorded success, {rep.from_gold} from gold calls); "
+            f"{len(rep.left_out)} left out: {rep.left_out}")
+    return Path(rep.db_path)
+
+
+def _source_corpus(spec: SweepSpec, run_dir: Path, log: Any) -> Path:
     kind, conf = next(iter(spec.corpus.items()))
     root = Path(spec.source).resolve().parent if spec.source else Path.cwd()
     if kind == "db":

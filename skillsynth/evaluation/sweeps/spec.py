@@ -45,7 +45,10 @@ class SweepSpec:
         corpus: ``{"synthetic": {...}}``, ``{"import": {"format", "files", "tasks"}}``,
             ``{"db": path}`` (relative paths are relative to the spec file's folder) or, with
             ``history: live``, ``{"live": {"tasks": [...], "temperature": 0.7}}``: the agent
-            runs k+1 attempts of each task in ``world`` and those runs are the corpus.
+            runs k+1 attempts of each task in ``world`` and those runs are the corpus. With
+            ``history: ideal`` (an ``import`` or ``db`` corpus of ``world``'s tasks) each
+            task's reference run is executed k+1 times in ``world`` and those are the corpus
+            (:func:`~skillsynth.evaluation.point.ideal.ideal_history`).
         backend: ``local`` or ``lemonade`` (with optional ``chat_model``/``embed_model``).
         grid: key -> values; every combination is a point.
         points: extra explicit points (each over the grid's first values).
@@ -141,6 +144,10 @@ class SweepSpec:
         if (opts.history == "live") != ("live" in kinds):
             raise ConfigError("history: live goes with corpus: {live: {tasks: [...]}} (the "
                               "agent's own runs are the corpus), and only with it",
+                              key="history", source=src)
+        if opts.history == "ideal" and not kinds <= {"import", "db"}:
+            raise ConfigError("history: ideal executes the tasks of a recorded corpus in "
+                              "`world`: give corpus: {import: ...} or {db: ...}",
                               key="history", source=src)
         if opts.history == "live" and (not isinstance(
                 self.corpus["live"], Mapping) or not self.corpus["live"].get("tasks")):

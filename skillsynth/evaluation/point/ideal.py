@@ -1,0 +1,222 @@
+"""#887's scenario with a history that cannot be the reason for a null: ideal attempts.
+
+GAIA's own tests plant three identical successful attempts of one goal and expect a procedure
+on the fourth. :func:`ideal_history` builds that history for real tasks: for every task of a
+labelled corpus, a *reference run* (the calls of the task's first successful recorded
+session, else the world's gold calls) is executed in a fresh episode of the world, judged by
+the world, and, where it reaches the task's goal state, written ``attempts`` times as GAIA
+writes a session (the calls with the world's own results to ``tool_history``, the task's
+words to the agent as the first user turn), with a labels file beside it. Attempts 1..k are
+then the history and attempt k+1 the probe, as for any corpus; a live probe runs the task
+afresh, so the k+1-th recording only stands for it. Because the history is the best run
+known, a probe that still gains nothing locates the loss in synthesis, recall or the agent,
+not in what the agent did before (the issue's "ideal-history control").
+
+The reference is kept when the world's state checks pass (tau2's DB and environment
+assertions; the communication check is not asked of it, as the run says nothing to the
+customer); a task whose reference fails them, has no calls, or whose recorded run has
+arguments that are not JSON objects is counted and left out, never written half.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from ... import __version__
+from ...corpora.importing import write_session
+from ...corpora.labels import LabelStore, SessionLabel, labels_path_for
+from ...corpora.records import SessionRecord, session_uuid
+from ...errors import EvaluationError, WorldError
+from ...store import MemoryStore, ToolCall, Turn, now_iso
+from .gold_source import successful_runs
+from ..live.worlds import World
+from ..live.worlds.base import Turn as WorldTurn
+
+__all__ = ["SOURCE", "IdealHistoryReport", "ideal_history", "reached_goal_state"]
+
+#: The labels' ``source`` of ideal attempts.
+SOURCE = "ideal"
+#: Evaluators that judge the world's state (the ones a reference run must pass).
+STATE_CHECKS = ("DB", "ENV_ASSERTION", "ACTION")
+
+
+@dataclass
+class IdealHistoryReport:
+    """What :func:`ideal_history` wrote and left out.
+
+    Attributes:
+        tasks: tasks written (each ``attempts`` times).
+        from_recorded, from_gold: of those, whose reference was a recorded successful run,
+            and whose was the world's gold calls.
+        calls: calls written (every attempt's).
+        left_out: task -> why it has no ideal attempts.
+        already_present: tasks of a finished build found at the path (kept as it is).
+    """
+
+    world: str
+    db_path: str
+    attempts: int
+    tasks: list[str] = field(default_factory=list)
+    from_recorded: int = 0
+    from_gold: int = 0
+    calls: int = 0
+    left_out: dict[str, str] = field(default_factory=dict)
+    already_present: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return asdict(self)
+
+
+def reached_goal_state(detail: Mapping[str, Any], success: bool | None) -> bool:
+    """Whether a scored run passed every state check the task has (tau2's DB, environment
+    and action checks; a task with none of them: the world's verdict)."""
+    parts = detail.get("breakdown") or {}
+    checks = [v for k, v in parts.items() if k in STATE_CHECKS]
+    if "assertion_error" in detail:
+        return False
+    return all(v >= 1.0 - 1e-6 for v in checks) if checks else bool(success)
+
+
+def _reference(task: str, recorded: Mapping[str, Sequence[tuple[str, Mapping[str, Any]]]],
+               world: Any) -> tuple[list[tuple[str, Mapping[str, Any]]], str]:
+    """The task's reference calls and where they came from (``recorded`` or ``gold``)."""
+    if task in recorded:
+        return list(recorded[task]), "recorded"
+    return list(world.gold_actions(task)), "gold"
+
+
+def _session(world: World, task: str, attempt: int, calls: Sequence[WorldTurn], prompt: str,
+             at: datetime, base: SessionLabel | None, extra: dict[str, Any]) -> SessionRecord:
+    """One ideal attempt as GAIA writes a session (timestamps a second apart from ``at``)."""
+    sid = session_uuid(SOURCE, world.name, task, attempt)
+    stamp = [(at + timedelta(seconds=i)).isoformat(timespec="microseconds")
+             for i in range(len(calls) + 1)]
+    rows = tuple(ToolCall(session_id=sid, tool_name=c.name,
+                          args=json.dumps(dict(c.arguments)) if c.arguments else None,
+                          result_summary=c.result if c.ok else None, success=c.ok,
+                          timestamp=stamp[i + 1], error=None if c.ok else c.result)
+                 for i, c in enumerate(calls))
+    label = SessionLabel(session_id=sid, source=SOURCE, task_id=task, attempt=attempt,
+                         success=True, reward=None,
+                         essential_steps=None if base is None else base.essential_steps,
+                         actions=None if base is None else base.actions,
+                         started_at=stamp[0], extra=extra)
+    turns = (Turn(session_id=sid, role="user", content=prompt, timestamp=stamp[0]),)
+    return SessionRecord(session_id=sid, calls=rows, turns=turns, label=label)
+
+
+def _labels_by_task(labels: Iterable[SessionLabel]) -> dict[str, SessionLabel]:
+    """Each task's first label (by attempt): what an ideal attempt's label copies."""
+    out: dict[str, SessionLabel] = {}
+    for x in sorted(labels, key=lambda x: (x.attempt or 0, x.session_id)):
+        if x.task_id is not None:
+            out.setdefault(str(x.task_id), x)
+    return out
+
+
+def ideal_history(world: World, corpus: str | Path, db_path: str | Path, *, attempts: int,
+                  tasks: Sequence[str] | None = None, progress: bool = False
+                  ) -> IdealHistoryReport:
+    """Write ``attempts`` ideal attempts of every task of ``corpus`` (or of ``tasks``).
+
+    The database and its labels are built under temporary names and renamed when complete,
+    so an existing ``db_path`` is a finished build and is kept as it is (its tasks are
+    counted in ``already_present``).
+
+    Args:
+        world: the world the corpus was recorded in (the tasks are its tasks).
+        corpus: a labelled corpus database (its successful sessions are the references).
+        db_path: the ideal corpus to write (its labels file beside).
+        attempts: attempts per task (the protocol's k plus one for the probe).
+        tasks: only these task ids, as the corpus's labels name them (None: every task).
+        progress: show a progress bar.
+
+    Raises:
+        EvaluationError: ``attempts`` < 1, ``db_path`` is ``corpus``, a task the corpus does
+            not have, or no task has a reference that reaches its goal state.
+        StoreError: ``corpus`` has no labels file.
+    """
+    if attempts < 1:
+        raise EvaluationError(f"attempts must be >= 1, got {attempts}")
+    db = Path(db_path)
+    if db.resolve() == Path(corpus).resolve():
+        raise EvaluationError(f"the ideal corpus {db} would overwrite its source corpus")
+    report = IdealHistoryReport(world=world.name, db_path=str(db), attempts=attempts)
+    if db.exists():
+        with LabelStore(labels_path_for(db)) as have:
+            report.already_present = len({x.task_id for x in have.all()})
+        return report
+    with LabelStore(labels_path_for(corpus)) as store_labels:
+        labels = store_labels.all()
+    base = _labels_by_task(labels)
+    wanted = sorted(base) if tasks is None else [str(t) for t in tasks]
+    if unknown := [t for t in wanted if t not in base]:
+        raise EvaluationError(f"{corpus} has no labelled session of task(s) {unknown}")
+    recorded = successful_runs(corpus, [x.session_id for x in labels],
+                               {x.session_id: x for x in labels})
+    tmp = db.with_name(db.name + ".building")
+    for stale in (tmp, labels_path_for(tmp)):
+        stale.unlink(missing_ok=True)
+    db.parent.mkdir(parents=True, exist_ok=True)
+    begun = now_iso()
+    with MemoryStore.init(tmp) as store, LabelStore(labels_path_for(tmp), create=True) as out:
+        for task in tqdm(wanted, desc=f"ideal history {world.name}", unit="task",
+                         disable=not progress):
+            recs = _one_task(world, task, attempts, recorded, base[task], report)
+            for rec in recs:
+                write_session(store, rec)
+            out.add([r.label for r in recs])
+        out.record_build("ideal-history", begun, now_iso(), {
+            "world": world.name, "skillsynth": __version__, "attempts": attempts,
+            "source_corpus": str(corpus), "tasks": report.tasks,
+            "left_out": report.left_out})
+    if not report.tasks:
+        raise EvaluationError(f"no task of {corpus} has a reference run that reaches its goal "
+                              f"state in {world.name} (left out: {report.left_out})")
+    labels_path_for(tmp).replace(labels_path_for(db))
+    tmp.replace(db)
+    return report
+
+
+def _one_task(world: World, task: str, attempts: int,
+              recorded: Mapping[str, Sequence[tuple[str, Mapping[str, Any]]]],
+              base: SessionLabel, report: IdealHistoryReport) -> list[SessionRecord]:
+    """One task's ideal attempts: its reference executed in a fresh episode and judged
+    (none, with the reason in ``report.left_out``, when it does not reach the goal state)."""
+    try:
+        wt = world.task(task)
+        ref, origin = _reference(task, recorded, world)
+        if not ref:
+            report.left_out[task] = "no recorded successful run and no gold calls"
+            return []
+        episode = world.start(task)
+        calls = []
+        for name, args in ref:
+            got = episode.execute(name, dict(args))
+            calls.append(WorldTurn(kind="call", name=name, arguments=dict(args),
+                                   result=got.result, ok=got.ok))
+        score = episode.score(calls, "agent-stop")
+    except WorldError as exc:
+        report.left_out[task] = f"cannot be run: {exc}"
+        return []
+    checks = dict(score.detail.get("breakdown") or {})
+    if not reached_goal_state(score.detail, score.success):
+        report.left_out[task] = f"its {origin} reference does not reach the goal state " \
+                                f"({checks})"
+        return []
+    t0 = datetime.now().astimezone().replace(microsecond=0)
+    extra = {"world": world.name, "reference": origin, "reference_checks": checks}
+    report.tasks.append(task)
+    report.calls += len(calls) * attempts
+    report.from_recorded += origin == "recorded"
+    report.from_gold += origin == "gold"
+    return [_session(world, task, a, calls, wt.prompt, t0 + timedelta(minutes=a), base, extra)
+            for a in range(1, attempts + 1)]
