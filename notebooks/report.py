@@ -83,6 +83,29 @@ if how := decoding(run.summary.spec):
 controls if len(controls) > 1 else print("one point only: nothing to read side by side")
 
 # %% [markdown]
+# ## Where a design loses the gold arguments' gain
+#
+# For each design point of a run that also has `mismatched` and `oracle-args` on the same
+# live probes: each probe's shortfall from the upper bound's gain over mismatched (graded
+# progress), put at the first stage that explains it: `recall` (nothing of the probe's own
+# family recalled), `content` (recalled, but the shown text does not name every gold tool in
+# order and every argument name), `agent` (it did, and the run still fell short). A
+# descriptive decomposition with counts; the share with its interval is the table above's
+# `args_gain_over_mismatched` (METHODS.md 2b).
+
+# %%
+from skillsynth.evaluation.reporting.loss import loss_tables
+
+losses = loss_tables(run)
+for point_id, loss in losses.items():
+    display(Markdown(f"**{point_id}**: oracle-args gains {loss.upper_gain:.2f} over "
+                     f"`{loss.mismatched}`, summed over {len(loss.probes)} probes"))
+    display(loss.stages)
+    display(loss.probes)
+if not losses:
+    print("no design point beside both mismatched and oracle-args live: no loss table")
+
+# %% [markdown]
 # ## Verified against unverified procedures
 #
 # Each point that verifies candidates before activating them (`verify: trace`: the steps are

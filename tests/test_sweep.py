@@ -75,6 +75,14 @@ def test_live_world_keys_are_checked(tmp_path):
     o = spec.options
     assert (o.world, o.history, o.tasks, o.repeats, o.policy) == (
         "tau2:retail", "live", ("5", "9"), 3, False)
+    # ideal history executes a recorded corpus's tasks in a world: both are required
+    with pytest.raises(ConfigError, match="history: ideal needs a tau2 world"):
+        SweepSpec.load(_spec(tmp_path, history="ideal"))
+    with pytest.raises(ConfigError, match="history: ideal executes the tasks of a recorded"):
+        SweepSpec.load(_spec(tmp_path, history="ideal", world="tau2:retail"))
+    ideal = SweepSpec.load(_spec(tmp_path, corpus={"db": "x.db"}, history="ideal",
+                                 world="tau2:retail"))
+    assert ideal.options.history == "ideal"
 
 
 def test_calibrated_tau_points_take_the_embedders_calibration(tmp_path):

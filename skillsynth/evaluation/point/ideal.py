@@ -35,9 +35,9 @@ from ...corpora.labels import LabelStore, SessionLabel, labels_path_for
 from ...corpora.records import SessionRecord, session_uuid
 from ...errors import EvaluationError, WorldError
 from ...store import MemoryStore, ToolCall, Turn, now_iso
-from .gold_source import successful_runs
 from ..live.worlds import World
 from ..live.worlds.base import Turn as WorldTurn
+from .gold_source import successful_runs
 
 __all__ = ["SOURCE", "IdealHistoryReport", "ideal_history", "reached_goal_state"]
 

@@ -1,0 +1,180 @@
+"""Where a design loses what the gold arguments gain: recall, content or the agent.
+
+The ladder's upper bound (oracle-args: the task's gold calls with their values) shows what a
+recalled procedure *can* add over a wrong one (the mismatched control). For a design, each
+probe's shortfall from that bound is put at the first stage that explains it:
+
+* ``recall``: no procedure of the probe's own family was recalled;
+* ``content``: one was, but what the agent was shown (the recalled bodies, each cut at the
+  point's ``max_recall_body_chars``) does not name every gold action's tool in order and
+  every one of its argument names (where each value comes from, or the value);
+* ``agent``: the text carried all of that and the agent still did not do it.
+
+A probe's *lost gain* is (oracle-args - mismatched) - (design - mismatched) on graded progress
+(the share of the task's gold actions executed, averaged over repeats), so the stages' lost
+gains add up to the upper bound's gain minus the design's. This is a descriptive
+decomposition of one run (counts and sums with n, no interval); the design's share of the
+gain, with its interval, is the controls table's ``args_gain_over_mismatched``. The content
+test reads names, not meaning: a body that names an argument without saying where its value
+comes from passes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ...corpora.labels import LabelStore
+from ...errors import EvaluationError
+from ...store import MemoryStore
+from ..point.controls import GoldAction, GoldSource
+from ..strategies import STRATEGIES, get_strategy
+from .loaded import Run
+
+__all__ = ["STAGES", "LossTable", "gold_in_text", "loss_table", "loss_tables"]
+
+#: The stages a probe's lost gain is put at, in pipeline order.
+STAGES = ("recall", "content", "agent")
+
+
+@dataclass(frozen=True)
+class LossTable:
+    """One design point's loss table.
+
+    Attributes:
+        point, mismatched, upper: the design's, the mismatched control's and oracle-args'
+            point ids (one run, the same probes).
+        probes: one row per probe the three points share.
+        stages: one row per stage: probes, their lost gain, and its share of the upper
+            bound's gain over mismatched (None where that gain is not positive).
+        upper_gain: the upper bound's gain over mismatched, summed over the probes.
+    """
+
+    point: str
+    mismatched: str
+    upper: str
+    probes: pd.DataFrame
+    stages: pd.DataFrame
+    upper_gain: float
+
+
+def gold_in_text(text: str, gold: Sequence[GoldAction]) -> tuple[int, int, int, int]:
+    """(gold tools named in order, gold actions, argument names named, argument names).
+
+    Tools are matched in order: each must appear after the previous one's first mention
+    (a tool named twice counts where it fits). An argument name counts once per action."""
+    low, at, steps = text.lower(), 0, 0
+    for g in gold:
+        i = low.find(g.name.lower(), at)
+        if i >= 0:
+            steps, at = steps + 1, i + len(g.name)
+    names = [a for g in gold for a in g.arguments]
+    named = sum(a.lower() in low for a in names)
+    return steps, len(gold), named, len(names)
+
+
+def _labels_of(run: Run, point: str) -> dict[str, Any]:
+    """The point's labels (the file its record names, else every labels file in the run's
+    corpus folder: a moved run folder)."""
+    summary = run.point_summary(point)
+    path = None if summary is None else \
+        (summary.record.get("inputs", {}).get("labels") or {}).get("path")
+    files = [Path(path)] if path and Path(path).exists() else \
+        sorted((run.path / "corpus").glob("*.labels.sqlite"))
+    out: dict[str, Any] = {}
+    for f in files:
+        with LabelStore(f) as store:
+            out.update({x.session_id: x for x in store.all()})
+    if not out:
+        raise EvaluationError(f"point {point}: no labels (its record names {path!r}, and "
+                              f"{run.path / 'corpus'} has none); the loss table needs the "
+                              "gold actions")
+    return out
+
+
+def _bodies(run: Run, point: str) -> dict[str, str]:
+    db = run.path / "points" / point / "history.db"
+    if not db.exists():
+        raise EvaluationError(f"point {point} has no history.db: the loss table reads the "
+                              "recalled procedures' bodies from it")
+    with MemoryStore.open(db, read_only=True) as store:
+        return {p.id: p.markdown_body for p in store.procedures()}
+
+
+def _mean_progress(rows: pd.DataFrame, point: str) -> dict[str, float]:
+    sel = rows[(rows["point"] == point) & (rows["arm"] == "memory")
+               & (rows["steps_method"] == "live") & rows["gold_matched"].notna()]
+    return {str(k): float(v) for k, v in sel.groupby("probe_session")["gold_matched"].mean()
+            .items()}
+
+
+def _probe_row(probe: str, mem: pd.DataFrame, gold: Sequence[GoldAction],
+               bodies: Mapping[str, str], cap: int, values: tuple[float, float, float]
+               ) -> dict[str, Any]:
+    first = mem.iloc[0]
+    ids = [str(i) for i in first["recalled_ids"]]
+    recalled = bool(int(first["recalled_right"]) > 0)
+    text = "\n".join(bodies.get(i, "")[:cap] for i in ids)
+    steps, n_steps, named, n_args = gold_in_text(text, gold)
+    design, wrong, upper = values
+    complete = n_steps > 0 and steps == n_steps and named == n_args
+    stage = "recall" if not recalled else "content" if not complete else "agent"
+    return {"probe": probe, "family": str(first.get("family", "")), "recalled": len(ids),
+            "own_family_recalled": recalled, "gold_tools_named": f"{steps}/{n_steps}",
+            "gold_args_named": f"{named}/{n_args}", "design": design, "mismatched": wrong,
+            "oracle_args": upper, "lost": (upper - wrong) - (design - wrong), "stage": stage}
+
+
+def loss_table(run: Run, point: str, *, mismatched: str, upper: str) -> LossTable:
+    """The design ``point``'s loss table against the run's ``mismatched`` and ``upper``
+    (oracle-args) points, on the probes all three ran live with gold actions.
+
+    Raises:
+        EvaluationError: the run has no graded live rows for the points, or the design
+            point's history or labels cannot be read.
+    """
+    rows = run.rows
+    if rows.empty or "gold_matched" not in rows:
+        raise EvaluationError(f"{run.path}: no graded live rows (a loss table needs live "
+                              "probes scored against gold actions)")
+    design, wrong, best = (_mean_progress(rows, p) for p in (point, mismatched, upper))
+    probes = sorted(set(design) & set(wrong) & set(best))
+    labels, bodies = _labels_of(run, point), _bodies(run, point)
+    gold = GoldSource(labels=labels, families={})
+    cap = int(run.points.set_index("point").loc[point, "max_recall_body_chars"])
+    mem = rows[(rows["point"] == point) & (rows["arm"] == "memory")]
+    recs = [_probe_row(p, mem[mem["probe_session"] == p], gold.actions(p), bodies, cap,
+                       (design[p], wrong[p], best[p])) for p in probes]
+    table = pd.DataFrame(recs, columns=["probe", "family", "recalled", "own_family_recalled",
+                                        "gold_tools_named", "gold_args_named", "design",
+                                        "mismatched", "oracle_args", "lost", "stage"])
+    upper_gain = float(sum(best[p] - wrong[p] for p in probes))
+    stages = pd.DataFrame([{
+        "stage": s, "probes": int((table["stage"] == s).sum()),
+        "lost_gain": float(table.loc[table["stage"] == s, "lost"].sum()),
+        "share_of_upper_gain": (float(table.loc[table["stage"] == s, "lost"].sum())
+                                / upper_gain) if upper_gain > 0 else None}
+        for s in STAGES])
+    return LossTable(point=point, mismatched=mismatched, upper=upper, probes=table,
+                     stages=stages, upper_gain=upper_gain)
+
+
+def loss_tables(run: Run) -> dict[str, LossTable]:
+    """A loss table for every design point (a strategy that synthesizes) of a run that also
+    holds a mismatched and an oracle-args point (the first of each, by id); empty
+    otherwise."""
+    pts = run.points
+    if pts.empty or run.rows.empty or "gold_matched" not in run.rows:
+        return {}
+    by = {s: sorted(pts.loc[pts["strategy"] == s, "point"]) for s in ("mismatched",
+                                                                      "oracle-args")}
+    if not by["mismatched"] or not by["oracle-args"]:
+        return {}
+    designs = sorted(p for p, s in zip(pts["point"], pts["strategy"], strict=True)
+                     if s in STRATEGIES and get_strategy(s).method is not None)
+    return {p: loss_table(run, p, mismatched=by["mismatched"][0], upper=by["oracle-args"][0])
+            for p in designs}

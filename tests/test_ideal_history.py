@@ -1,0 +1,90 @@
+"""Ideal history (#887's planted attempts) built in the real tau2 retail world, on real SQLite:
+a task's reference is its recorded success where it has one, else its gold calls; a
+reference that does not reach the goal state is left out with its reason; attempts 1..k are
+history and k+1 the probe, as for any corpus."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from skillsynth.corpora.labels import LabelStore, SessionLabel, labels_path_for
+from skillsynth.errors import EvaluationError
+from skillsynth.evaluation.point.ideal import SOURCE, ideal_history, reached_goal_state
+from skillsynth.evaluation.point.split import split_attempts
+from skillsynth.store import MemoryStore, ToolCall
+
+
+def _corpus(path, sessions):
+    """A labelled corpus: (session, task, success, calls) with calls as (tool, args)."""
+    with MemoryStore.init(path) as store, LabelStore(labels_path_for(path), create=True) as lab:
+        for i, (sid, task, ok, calls) in enumerate(sessions):
+            store.add_tool_calls([ToolCall(session_id=sid, tool_name=n, args=json.dumps(a),
+                                           result_summary="r", success=True,
+                                           timestamp=f"2026-01-0{i + 1}T00:00:0{j}")
+                                  for j, (n, a) in enumerate(calls)])
+            store.add_turn(sid, "user", f"goal of {task}", timestamp=f"2026-01-0{i + 1}T00:00:00")
+            lab.add([SessionLabel(sid, "tau2", f"retail/{task}", 1, success=ok,
+                                  actions=({"name": "x", "arguments": {}},))])
+
+
+def test_the_state_rule_asks_every_state_check_and_not_communication():
+    assert reached_goal_state({"breakdown": {"DB": 1.0, "COMMUNICATE": 0.0}}, False)
+    assert not reached_goal_state({"breakdown": {"DB": 0.0}}, False)
+    assert not reached_goal_state({"breakdown": {"DB": 1.0}, "assertion_error": "x"}, True)
+    assert reached_goal_state({"breakdown": {}}, True)  # no state check: the world's verdict
+    assert not reached_goal_state({}, None)
+
+
+@pytest.mark.live
+def test_ideal_attempts_are_the_reference_executed_and_judged_in_the_world(tmp_path):
+    from skillsynth.evaluation.live.worlds import get_world
+
+    retail = get_world("tau2:retail")
+    wrong = [("get_user_details", {"user_id": "mei_kovacs_8020"})]  # a read: no return made
+    src = tmp_path / "corpus.db"
+    _corpus(src, [("a", "5", True, retail.gold_actions("5")),  # a recorded success
+                  ("b", "39", False, wrong),  # no success recorded: the gold calls
+                  ("c", "70", True, wrong)])  # "successful" but it changes nothing
+    rep = ideal_history(retail, src, tmp_path / "ideal.db", attempts=4)
+    assert sorted(rep.tasks) == ["retail/39", "retail/5"]
+    assert (rep.from_recorded, rep.from_gold) == (1, 1)
+    assert "does not reach the goal state" in rep.left_out["retail/70"]
+    with LabelStore(labels_path_for(tmp_path / "ideal.db")) as lab:
+        labels = lab.all()
+    assert len(labels) == 8 and {x.source for x in labels} == {SOURCE}
+    assert all(x.success and x.actions for x in labels)  # gold actions kept for scoring
+    split = split_attempts(labels, 3)
+    assert len(split.history) == 6 and sorted(p.attempt for p in split.probes) == [4, 4]
+    with MemoryStore.open(tmp_path / "ideal.db", read_only=True) as store:
+        sid = next(x.session_id for x in labels if x.task_id == "retail/39")
+        calls = store.tool_calls(sid)
+        turns = store.turns(sid)
+    assert [c.tool_name for c in calls] == [n for n, _ in retail.gold_actions("39")]
+    # the world's own results, and its failed call recorded as failed
+    assert [c.success for c in calls] == [False, True, True, True, True]
+    assert "fatima_taylor_3452" in (calls[1].result_summary or "")
+    assert [t.content for t in turns] == [retail.task("39").prompt]  # the goal, once
+    # a finished build is kept as it is; a bad request fails before anything is written
+    again = ideal_history(retail, src, tmp_path / "ideal.db", attempts=4)
+    assert again.already_present == 2 and not again.tasks
+    with pytest.raises(EvaluationError, match="no labelled session"):
+        ideal_history(retail, src, tmp_path / "other.db", attempts=4, tasks=["retail/1"])
+    assert not (tmp_path / "other.db").exists()
+    with pytest.raises(EvaluationError, match="no task .* reaches its goal state"):
+        ideal_history(retail, src, tmp_path / "none.db", attempts=4, tasks=["retail/70"])
+    assert not (tmp_path / "none.db").exists()
+
+
+def test_the_command_line_asks_for_a_world_and_its_own_labels(tmp_path, capsys):
+    from skillsynth.cli import main
+
+    src = tmp_path / "corpus.db"
+    _corpus(src, [("a", "5", True, [("get_user_details", {"user_id": "u"})])])
+    for extra, says in (([], "--world tau2:DOMAIN"),
+                        (["--world", "tau2:retail", "--labels", "l.sqlite"], "leave out --labels")):
+        with pytest.raises(SystemExit) as stop:
+            main(["eval", str(src), str(tmp_path / "out"), "--history", "ideal", *extra])
+        assert stop.value.code == 2 and says in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()  # nothing written
