@@ -43,20 +43,25 @@ def test_ideal_attempts_are_the_reference_executed_and_judged_in_the_world(tmp_p
 
     retail = get_world("tau2:retail")
     wrong = [("get_user_details", {"user_id": "mei_kovacs_8020"})]  # a read: no return made
+    harm = [("cancel_pending_order", {"order_id": "#W9348897", "reason": "no longer needed"})]
     src = tmp_path / "corpus.db"
     _corpus(src, [("a", "5", True, retail.gold_actions("5")),  # a recorded success
                   ("b", "39", False, wrong),  # no success recorded: the gold calls
-                  ("c", "70", True, wrong)])  # "successful" but it changes nothing
+                  ("c", "70", True, wrong),  # "successful" but it changes nothing: the gold
+                  ("d", "24", True, harm)])  # a wrong write, and the task has no gold calls
     rep = ideal_history(retail, src, tmp_path / "ideal.db", attempts=4)
-    assert sorted(rep.tasks) == ["retail/39", "retail/5"]
-    assert (rep.from_recorded, rep.from_gold) == (1, 1)
-    assert "does not reach the goal state" in rep.left_out["retail/70"]
+    assert sorted(rep.tasks) == ["retail/39", "retail/5", "retail/70"]
+    assert (rep.from_recorded, rep.from_gold) == (1, 2)
+    assert rep.left_out["retail/24"].startswith("its recorded reference does not reach the "
+                                                "goal state")
     with LabelStore(labels_path_for(tmp_path / "ideal.db")) as lab:
         labels = lab.all()
-    assert len(labels) == 8 and {x.source for x in labels} == {SOURCE}
+    assert len(labels) == 12 and {x.source for x in labels} == {SOURCE}
     assert all(x.success and x.actions for x in labels)  # gold actions kept for scoring
+    assert {x.task_id: x.extra["reference"] for x in labels} == {
+        "retail/5": "recorded", "retail/39": "gold", "retail/70": "gold"}
     split = split_attempts(labels, 3)
-    assert len(split.history) == 6 and sorted(p.attempt for p in split.probes) == [4, 4]
+    assert len(split.history) == 9 and sorted(p.attempt for p in split.probes) == [4, 4, 4]
     with MemoryStore.open(tmp_path / "ideal.db", read_only=True) as store:
         sid = next(x.session_id for x in labels if x.task_id == "retail/39")
         calls = store.tool_calls(sid)
@@ -68,12 +73,12 @@ def test_ideal_attempts_are_the_reference_executed_and_judged_in_the_world(tmp_p
     assert [t.content for t in turns] == [retail.task("39").prompt]  # the goal, once
     # a finished build is kept as it is; a bad request fails before anything is written
     again = ideal_history(retail, src, tmp_path / "ideal.db", attempts=4)
-    assert again.already_present == 2 and not again.tasks
+    assert again.already_present == 3 and not again.tasks
     with pytest.raises(EvaluationError, match="no labelled session"):
         ideal_history(retail, src, tmp_path / "other.db", attempts=4, tasks=["retail/1"])
     assert not (tmp_path / "other.db").exists()
     with pytest.raises(EvaluationError, match="no task .* reaches its goal state"):
-        ideal_history(retail, src, tmp_path / "none.db", attempts=4, tasks=["retail/70"])
+        ideal_history(retail, src, tmp_path / "none.db", attempts=4, tasks=["retail/24"])
     assert not (tmp_path / "none.db").exists()
 
 

@@ -3,19 +3,19 @@
 GAIA's own tests plant three identical successful attempts of one goal and expect a procedure
 on the fourth. :func:`ideal_history` builds that history for real tasks: for every task of a
 labelled corpus, a *reference run* (the calls of the task's first successful recorded
-session, else the world's gold calls) is executed in a fresh episode of the world, judged by
-the world, and, where it reaches the task's goal state, written ``attempts`` times as GAIA
-writes a session (the calls with the world's own results to ``tool_history``, the task's
-words to the agent as the first user turn), with a labels file beside it. Attempts 1..k are
-then the history and attempt k+1 the probe, as for any corpus; a live probe runs the task
-afresh, so the k+1-th recording only stands for it. Because the history is the best run
-known, a probe that still gains nothing locates the loss in synthesis, recall or the agent,
-not in what the agent did before (the issue's "ideal-history control").
+session, else, or where those do not reach the goal state, the world's gold calls) is
+executed in a fresh episode of the world, judged by the world, and written ``attempts``
+times as GAIA writes a session (the calls with the world's own results to ``tool_history``,
+the task's words to the agent as the first user turn), with a labels file beside it.
+Attempts 1..k are then the history and attempt k+1 the probe, as for any corpus; a live
+probe runs the task afresh, so the k+1-th recording only stands for it. Because the history
+is the best run known, a probe that still gains nothing locates the loss in synthesis,
+recall or the agent, not in what the agent did before (the issue's "ideal-history control").
 
 The reference is kept when the world's state checks pass (tau2's DB and environment
 assertions; the communication check is not asked of it, as the run says nothing to the
-customer); a task whose reference fails them, has no calls, or whose recorded run has
-arguments that are not JSON objects is counted and left out, never written half.
+customer); a task with no reference that passes them is left out with the reasons, never
+written half.
 """
 
 from __future__ import annotations
@@ -85,12 +85,25 @@ def reached_goal_state(detail: Mapping[str, Any], success: bool | None) -> bool:
     return all(v >= 1.0 - 1e-6 for v in checks) if checks else bool(success)
 
 
-def _reference(task: str, recorded: Mapping[str, Sequence[tuple[str, Mapping[str, Any]]]],
-               world: Any) -> tuple[list[tuple[str, Mapping[str, Any]]], str]:
-    """The task's reference calls and where they came from (``recorded`` or ``gold``)."""
-    if task in recorded:
-        return list(recorded[task]), "recorded"
-    return list(world.gold_actions(task)), "gold"
+def _references(task: str, recorded: Mapping[str, Sequence[tuple[str, Mapping[str, Any]]]],
+                world: Any) -> list[tuple[str, list[tuple[str, Mapping[str, Any]]]]]:
+    """The task's candidate references in the order they are tried: its recorded success
+    (where it has one), then the world's gold calls (where it has any)."""
+    out = [("recorded", list(recorded[task]))] if task in recorded else []
+    gold = list(world.gold_actions(task))
+    return out + ([("gold", gold)] if gold else [])
+
+
+def _executed(world: World, task: str, calls: Sequence[tuple[str, Mapping[str, Any]]]
+              ) -> tuple[list[WorldTurn], Any]:
+    """``calls`` executed in a fresh episode of the task, and the world's score of them."""
+    episode = world.start(task)
+    turns = []
+    for name, args in calls:
+        got = episode.execute(name, dict(args))
+        turns.append(WorldTurn(kind="call", name=name, arguments=dict(args), result=got.result,
+                               ok=got.ok))
+    return turns, episode.score(turns, "agent-stop")
 
 
 def _session(world: World, task: str, attempt: int, calls: Sequence[WorldTurn], prompt: str,
@@ -189,31 +202,28 @@ def ideal_history(world: World, corpus: str | Path, db_path: str | Path, *, atte
 def _one_task(world: World, task: str, attempts: int,
               recorded: Mapping[str, Sequence[tuple[str, Mapping[str, Any]]]],
               base: SessionLabel, report: IdealHistoryReport) -> list[SessionRecord]:
-    """One task's ideal attempts: its reference executed in a fresh episode and judged
-    (none, with the reason in ``report.left_out``, when it does not reach the goal state)."""
+    """One task's ideal attempts: the first of its references that reaches the goal state
+    when executed in a fresh episode (none, with the reasons in ``report.left_out``, when
+    no reference does)."""
+    why = []
     try:
         wt = world.task(task)
-        ref, origin = _reference(task, recorded, world)
-        if not ref:
-            report.left_out[task] = "no recorded successful run and no gold calls"
+        for origin, ref in _references(task, recorded, world):
+            calls, score = _executed(world, task, ref)
+            if reached_goal_state(score.detail, score.success):
+                break
+            why.append(f"its {origin} reference does not reach the goal state "
+                       f"({dict(score.detail.get('breakdown') or {})})")
+        else:
+            report.left_out[task] = "; ".join(why) or "no recorded successful run and no " \
+                                                      "gold calls"
             return []
-        episode = world.start(task)
-        calls = []
-        for name, args in ref:
-            got = episode.execute(name, dict(args))
-            calls.append(WorldTurn(kind="call", name=name, arguments=dict(args),
-                                   result=got.result, ok=got.ok))
-        score = episode.score(calls, "agent-stop")
     except WorldError as exc:
         report.left_out[task] = f"cannot be run: {exc}"
         return []
-    checks = dict(score.detail.get("breakdown") or {})
-    if not reached_goal_state(score.detail, score.success):
-        report.left_out[task] = f"its {origin} reference does not reach the goal state " \
-                                f"({checks})"
-        return []
     t0 = datetime.now().astimezone().replace(microsecond=0)
-    extra = {"world": world.name, "reference": origin, "reference_checks": checks}
+    extra = {"world": world.name, "reference": origin,
+             "reference_checks": dict(score.detail.get("breakdown") or {})}
     report.tasks.append(task)
     report.calls += len(calls) * attempts
     report.from_recorded += origin == "recorded"
