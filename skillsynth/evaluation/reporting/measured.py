@@ -38,6 +38,29 @@ def _figure(k: Any) -> dict[str, Any]:
     return fig
 
 
+def _ladder(run_dir: Path) -> dict[str, Any]:
+    """Per design point of a live run with mismatched and oracle-args: its share of the gold
+    arguments' gain over mismatched, and the share lost at each stage (the loss table)."""
+    from .controls import args_gain_over_mismatched
+    from .loaded import load_run
+    from .loss import loss_tables
+
+    run = load_run(run_dir)
+    out: dict[str, Any] = {}
+    for pid, t in loss_tables(run).items():
+        k = args_gain_over_mismatched(run.rows, {"id": pid}, {"id": t.mismatched},
+                                      {"id": t.upper})
+        out[f"{pid}: args_gain_over_mismatched"] = _figure(k) | (
+            {"note": k.note} if k.value is None and k.note else {})
+        for st in t.stages.itertuples():
+            out[f"{pid}: gain lost to {st.stage}"] = {
+                "value": None if st.share_of_upper_gain is None
+                else round(float(st.share_of_upper_gain), 4),
+                "n": int(st.probes), "unit": "share of oracle-args' gain over mismatched "
+                                             "(n: probes at the stage; descriptive)"}
+    return out
+
+
 def sweep_measurement(run_dir: str | Path, *, command: str | None = None,
                       kpis: Sequence[str] = HEADLINE) -> Measurement:
     """The record of a sweep run: ``<point id>: <kpi>`` -> value, interval, n (est. marked).
@@ -49,6 +72,7 @@ def sweep_measurement(run_dir: str | Path, *, command: str | None = None,
     s = SweepSummary.load(run)
     figures = {f"{pt.id}: {name}": _figure(pt.kpis[name])
                for pt in s.points for name in kpis if name in pt.kpis}
+    figures |= _ladder(run)
     first = s.points[0] if s.points else None
     missing = [f"{pid} ({why.splitlines()[0][:120]})" for pid, why in s.failed.items()]
     note = (f"{s.finished} of {s.n_points} point(s) finished"
