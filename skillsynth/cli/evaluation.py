@@ -27,6 +27,26 @@ from ._common import (
 __all__ = ["register"]
 
 
+def _ideal_corpus(args: argparse.Namespace, world: str, k: int) -> str:
+    """``--history ideal``: the corpus's tasks executed k+1 times in ``world`` (the new
+    corpus's path, in the point's folder)."""
+    if args.labels:
+        raise UsageError("--history ideal reads the labels beside the corpus and writes its "
+                         "own; leave out --labels")
+    if world == "replay":
+        raise UsageError("--history ideal runs each task's reference in a world: add --world "
+                         "tau2:DOMAIN (the corpus's domain)")
+    from ..evaluation.live.worlds import get_world
+    from ..evaluation.point.ideal import ideal_history
+
+    built = ideal_history(get_world(world), args.corpus, Path(args.out) / "ideal-corpus.db",
+                          attempts=k + 1, progress=True)
+    print(f"ideal history: {len(built.tasks) or built.already_present} task(s) x "
+          f"{built.attempts}; {len(built.left_out)} left out; corpus {built.db_path}",
+          file=sys.stderr)
+    return built.db_path
+
+
 def _eval_point(args: argparse.Namespace) -> int:
     from ..evaluation import EvalConfig, run_point
 
@@ -42,22 +62,7 @@ def _eval_point(args: argparse.Namespace) -> int:
             opts["world"] = args.corpus
         corpus = str(Path(args.out) / "live-corpus.db")
     elif args.history == "ideal":
-        if args.labels:
-            raise UsageError("--history ideal reads the labels beside the corpus and writes "
-                             "its own; leave out --labels")
-        if opts["world"] == "replay":
-            raise UsageError("--history ideal runs each task's reference in a world: add "
-                             "--world tau2:DOMAIN (the corpus's domain)")
-        from ..evaluation.live.worlds import get_world
-        from ..evaluation.point.ideal import ideal_history
-
-        rep = ideal_history(get_world(opts["world"]), corpus,
-                            Path(args.out) / "ideal-corpus.db", attempts=opts["k"] + 1,
-                            progress=True)
-        corpus = rep.db_path
-        print(f"ideal history: {len(rep.tasks) or rep.already_present} task(s) x "
-              f"{rep.attempts}; {len(rep.left_out)} left out; corpus {corpus}",
-              file=sys.stderr)
+        corpus = _ideal_corpus(args, opts["world"], opts["k"])
     elif args.world != "replay" and not args.live:
         raise UsageError("--world is where live probes run: add --live")
     cfg = EvalConfig(corpus, thresholds=thresholds_of(args), labels=args.labels, **opts)
