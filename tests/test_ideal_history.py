@@ -74,6 +74,8 @@ def test_ideal_attempts_are_the_reference_executed_and_judged_in_the_world(tmp_p
     # a finished build is kept as it is; a bad request fails before anything is written
     again = ideal_history(retail, src, tmp_path / "ideal.db", attempts=4)
     assert again.already_present == 3 and not again.tasks
+    with pytest.raises(EvaluationError, match="holds an ideal history of 4 attempt"):
+        ideal_history(retail, src, tmp_path / "ideal.db", attempts=2)
     with pytest.raises(EvaluationError, match="no labelled session"):
         ideal_history(retail, src, tmp_path / "other.db", attempts=4, tasks=["retail/1"])
     assert not (tmp_path / "other.db").exists()

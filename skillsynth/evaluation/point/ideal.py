@@ -153,8 +153,9 @@ def ideal_history(world: World, corpus: str | Path, db_path: str | Path, *, atte
         progress: show a progress bar.
 
     Raises:
-        EvaluationError: ``attempts`` < 1, ``db_path`` is ``corpus``, a task the corpus does
-            not have, or no task has a reference that reaches its goal state.
+        EvaluationError: ``attempts`` < 1, ``db_path`` is ``corpus`` or a finished build of
+            another number of attempts, a task the corpus does not have, or no task has a
+            reference that reaches its goal state.
         StoreError: ``corpus`` has no labels file.
     """
     if attempts < 1:
@@ -165,7 +166,12 @@ def ideal_history(world: World, corpus: str | Path, db_path: str | Path, *, atte
     report = IdealHistoryReport(world=world.name, db_path=str(db), attempts=attempts)
     if db.exists():
         with LabelStore(labels_path_for(db)) as have:
-            report.already_present = len({x.task_id for x in have.all()})
+            found = have.all()
+        built = max((x.attempt or 0 for x in found), default=0)
+        if built != attempts:
+            raise EvaluationError(f"{db} holds an ideal history of {built} attempt(s) per "
+                                  f"task, not {attempts}; remove it or write elsewhere")
+        report.already_present = len({x.task_id for x in found})
         return report
     with LabelStore(labels_path_for(corpus)) as store_labels:
         labels = store_labels.all()
