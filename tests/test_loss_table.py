@@ -74,6 +74,9 @@ def test_each_probes_lost_gain_is_put_at_the_first_stage_that_explains_it(tmp_pa
     design_gain = sum(by["design"] - by["mismatched"])
     assert stages["lost_gain"].sum() == pytest.approx(t.upper_gain - design_gain)
     assert list(loss_tables(run)) == ["s"]  # the design; the controls get none
+    planned = Run(path=tmp_path, summary=None, points=run.points.assign(
+        procedure_form=["plan", "prose", "prose"]), rows=run.rows, similarity={})
+    assert loss_tables(planned) == {}  # what it was shown is not the stored prose
 
 
 def test_a_run_without_its_history_or_graded_rows_is_refused_by_name(tmp_path):

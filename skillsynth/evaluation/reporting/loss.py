@@ -166,7 +166,9 @@ def loss_table(run: Run, point: str, *, mismatched: str, upper: str) -> LossTabl
 def loss_tables(run: Run) -> dict[str, LossTable]:
     """A loss table for every design point (a strategy that synthesizes) of a run that also
     holds a mismatched and an oracle-args point (the first of each, by id); empty
-    otherwise."""
+    otherwise. Points whose ``procedure_form`` offers plans as tools are left out: the
+    content test reads the stored prose, and a plan tool the agent was shown is induced at
+    recall, not stored."""
     pts = run.points
     if pts.empty or run.rows.empty or "gold_matched" not in run.rows:
         return {}
@@ -174,7 +176,9 @@ def loss_tables(run: Run) -> dict[str, LossTable]:
                                                                       "oracle-args")}
     if not by["mismatched"] or not by["oracle-args"]:
         return {}
-    designs = sorted(p for p, s in zip(pts["point"], pts["strategy"], strict=True)
-                     if s in STRATEGIES and get_strategy(s).method is not None)
+    forms = pts["procedure_form"] if "procedure_form" in pts else ["prose"] * len(pts)
+    designs = sorted(p for p, s, form in zip(pts["point"], pts["strategy"], forms, strict=True)
+                     if s in STRATEGIES and get_strategy(s).method is not None
+                     and form in ("prose", None))
     return {p: loss_table(run, p, mismatched=by["mismatched"][0], upper=by["oracle-args"][0])
             for p in designs}
