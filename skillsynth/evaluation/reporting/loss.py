@@ -35,7 +35,7 @@ from ..point.controls import GoldAction, GoldSource
 from ..strategies import STRATEGIES, get_strategy
 from .loaded import Run
 
-__all__ = ["STAGES", "LossTable", "gold_in_text", "loss_table", "loss_tables"]
+__all__ = ["STAGES", "LossTable", "gold_in_text", "ladder_points", "loss_table", "loss_tables"]
 
 #: The stages a probe's lost gain is put at, in pipeline order.
 STAGES = ("recall", "content", "agent")
@@ -163,22 +163,29 @@ def loss_table(run: Run, point: str, *, mismatched: str, upper: str) -> LossTabl
                      stages=stages, upper_gain=upper_gain)
 
 
+def ladder_points(run: Run) -> tuple[list[tuple[str, str]], str | None, str | None]:
+    """The run's design points (a strategy that synthesizes) with their ``procedure_form``,
+    and its first mismatched and oracle-args points by id (None: the run has none)."""
+    pts = run.points
+    if pts.empty:
+        return [], None, None
+    first = {s: min(pts.loc[pts["strategy"] == s, "point"], default=None)
+             for s in ("mismatched", "oracle-args")}
+    forms = pts["procedure_form"] if "procedure_form" in pts else ["prose"] * len(pts)
+    designs = sorted((p, f or "prose") for p, s, f in zip(pts["point"], pts["strategy"], forms,
+                                                          strict=True)
+                     if s in STRATEGIES and get_strategy(s).method is not None)
+    return designs, first["mismatched"], first["oracle-args"]
+
+
 def loss_tables(run: Run) -> dict[str, LossTable]:
     """A loss table for every design point (a strategy that synthesizes) of a run that also
     holds a mismatched and an oracle-args point (the first of each, by id); empty
     otherwise. Points whose ``procedure_form`` offers plans as tools are left out: the
     content test reads the stored prose, and a plan tool the agent was shown is induced at
     recall, not stored."""
-    pts = run.points
-    if pts.empty or run.rows.empty or "gold_matched" not in run.rows:
+    designs, wrong, upper = ladder_points(run)
+    if wrong is None or upper is None or run.rows.empty or "gold_matched" not in run.rows:
         return {}
-    by = {s: sorted(pts.loc[pts["strategy"] == s, "point"]) for s in ("mismatched",
-                                                                      "oracle-args")}
-    if not by["mismatched"] or not by["oracle-args"]:
-        return {}
-    forms = pts["procedure_form"] if "procedure_form" in pts else ["prose"] * len(pts)
-    designs = sorted(p for p, s, form in zip(pts["point"], pts["strategy"], forms, strict=True)
-                     if s in STRATEGIES and get_strategy(s).method is not None
-                     and form in ("prose", None))
-    return {p: loss_table(run, p, mismatched=by["mismatched"][0], upper=by["oracle-args"][0])
-            for p in designs}
+    return {p: loss_table(run, p, mismatched=wrong, upper=upper)
+            for p, form in designs if form == "prose"}

@@ -40,18 +40,22 @@ def _figure(k: Any) -> dict[str, Any]:
 
 def _ladder(run_dir: Path) -> dict[str, Any]:
     """Per design point of a live run with mismatched and oracle-args: its share of the gold
-    arguments' gain over mismatched, and the share lost at each stage (the loss table)."""
+    arguments' gain over mismatched, and the share lost at each stage (the loss table,
+    where the point has one)."""
     from .controls import args_gain_over_mismatched
     from .loaded import load_run
-    from .loss import loss_tables
+    from .loss import ladder_points, loss_tables
 
     run = load_run(run_dir)
+    designs, wrong, upper = ladder_points(run)
+    if wrong is None or upper is None or run.rows.empty or "gold_matched" not in run.rows:
+        return {}
     out: dict[str, Any] = {}
-    for pid, t in loss_tables(run).items():
-        k = args_gain_over_mismatched(run.rows, {"id": pid}, {"id": t.mismatched},
-                                      {"id": t.upper})
+    for pid, _ in designs:
+        k = args_gain_over_mismatched(run.rows, {"id": pid}, {"id": wrong}, {"id": upper})
         out[f"{pid}: args_gain_over_mismatched"] = _figure(k) | (
             {"note": k.note} if k.value is None and k.note else {})
+    for pid, t in loss_tables(run).items():
         for st in t.stages.itertuples():
             out[f"{pid}: gain lost to {st.stage}"] = {
                 "value": None if st.share_of_upper_gain is None
