@@ -13,7 +13,7 @@ A run already in the database is kept, so an interrupted generation resumes.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,8 +29,9 @@ from ...protocols import ChatModel
 from ...store import MemoryStore, ToolCall, Turn, now_iso
 from .agent import AgentRun, run_agent
 from .worlds import World
+from .worlds.base import Turn as WorldTurn
 
-__all__ = ["SOURCE", "LiveHistoryReport", "live_history"]
+__all__ = ["SOURCE", "LiveHistoryReport", "live_history", "tool_rows"]
 
 #: The labels' ``source`` of sessions the agent ran live.
 SOURCE = "world"
@@ -57,14 +58,20 @@ class LiveHistoryReport:
         return asdict(self)
 
 
+def tool_rows(session_id: str, turns: Iterable[WorldTurn]) -> tuple[ToolCall, ...]:
+    """The world calls among ``turns`` as GAIA's ``tool_history`` rows (a failed call keeps
+    its error, not a result)."""
+    return tuple(ToolCall(session_id=session_id, tool_name=t.name,
+                          args=json.dumps(dict(t.arguments)) if t.arguments else None,
+                          result_summary=t.result if t.ok else None, success=t.ok,
+                          timestamp=t.timestamp, error=None if t.ok else t.result)
+                 for t in turns if t.kind == "call")
+
+
 def _record(world: World, task_id: str, attempt: int, run: AgentRun, prompt: str,
             started: str, model: str | None) -> SessionRecord:
     sid = session_uuid(SOURCE, world.name, task_id, attempt)
-    calls = tuple(ToolCall(session_id=sid, tool_name=t.name,
-                           args=json.dumps(dict(t.arguments)) if t.arguments else None,
-                           result_summary=t.result if t.ok else None, success=t.ok,
-                           timestamp=t.timestamp, error=None if t.ok else t.result)
-                  for t in run.transcript if t.kind == "call")
+    calls = tool_rows(sid, run.transcript)
     turns = [Turn(session_id=sid, role="user", content=prompt, timestamp=started)]
     if run.answer:
         last = next(t.timestamp for t in reversed(run.transcript) if t.kind == "answer")

@@ -20,9 +20,8 @@ written half.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,8 @@ from ...corpora.importing import write_session
 from ...corpora.labels import LabelStore, SessionLabel, labels_path_for
 from ...corpora.records import SessionRecord, session_uuid
 from ...errors import EvaluationError, WorldError
-from ...store import MemoryStore, ToolCall, Turn, now_iso
+from ...store import MemoryStore, Turn, now_iso
+from ..live.history import tool_rows
 from ..live.worlds import World
 from ..live.worlds.base import Turn as WorldTurn
 from .gold_source import successful_runs
@@ -112,11 +112,7 @@ def _session(world: World, task: str, attempt: int, calls: Sequence[WorldTurn], 
     sid = session_uuid(SOURCE, world.name, task, attempt)
     stamp = [(at + timedelta(seconds=i)).isoformat(timespec="microseconds")
              for i in range(len(calls) + 1)]
-    rows = tuple(ToolCall(session_id=sid, tool_name=c.name,
-                          args=json.dumps(dict(c.arguments)) if c.arguments else None,
-                          result_summary=c.result if c.ok else None, success=c.ok,
-                          timestamp=stamp[i + 1], error=None if c.ok else c.result)
-                 for i, c in enumerate(calls))
+    rows = tool_rows(sid, (replace(c, timestamp=stamp[i + 1]) for i, c in enumerate(calls)))
     label = SessionLabel(session_id=sid, source=SOURCE, task_id=task, attempt=attempt,
                          success=True, reward=None,
                          essential_steps=None if base is None else base.essential_steps,

@@ -25,7 +25,7 @@ from ..sweeps.summary import PointLike, as_entry
 from .verdict import POSITIVE_CONTROLS
 
 __all__ = ["ARM_ORDER", "args_gain_over_mismatched", "controls_table", "decoding",
-           "gain_recovered", "over_mismatched"]
+           "gain_recovered", "over_mismatched", "per_probe"]
 
 #: The side-by-side order: the lower bounds, the designs, the upper bounds, the inert check.
 ARM_ORDER = ("none", "mismatched", "skillsynth", "gaia-greedy", "gaia-shipped", "cortexprism",
@@ -41,7 +41,7 @@ _SHOWN = ("live_success_change", "live_step_reduction", "live_gold_actions_match
 Basis = Literal["success", "progress", "replay"]
 
 
-def _per_probe(rows: pd.DataFrame, point: str, arm: str, basis: Basis) -> dict[str, float]:
+def per_probe(rows: pd.DataFrame, point: str, arm: str, basis: Basis) -> dict[str, float]:
     """Each probe's figure in one arm of one point: the live success rate or graded progress
     over its repeats, or the replay estimate's step reduction."""
     sel = rows[(rows["point"] == point) & (rows["arm"] == arm)]
@@ -63,9 +63,9 @@ def gain_recovered(rows: pd.DataFrame, point: PointLike, control: PointLike, *,
     (on ``basis``), families resampled jointly; NOT MEASURED where the oracle's gain may be
     nothing."""
     pid, cid = as_entry(point).id, as_entry(control).id
-    none = _per_probe(rows, pid, "no-memory", basis)
-    design = _per_probe(rows, pid, "memory", basis)
-    oracle = _per_probe(rows, cid, "memory", basis)
+    none = per_probe(rows, pid, "no-memory", basis)
+    design = per_probe(rows, pid, "memory", basis)
+    oracle = per_probe(rows, cid, "memory", basis)
     probes = sorted(set(none) & set(design) & set(oracle))
     return oracle_gain_recovered([none[p] for p in probes], [design[p] for p in probes],
                                  [oracle[p] for p in probes], _families(rows, probes),
@@ -90,8 +90,8 @@ def over_mismatched(rows: pd.DataFrame, point: PointLike, mismatched: PointLike,
     better than another family's procedure shows the measure sees that a procedure was
     recalled, not what it said."""
     pid, mid = as_entry(point).id, as_entry(mismatched).id
-    design = _per_probe(rows, pid, "memory", "progress")
-    wrong = _per_probe(rows, mid, "memory", "progress")
+    design = per_probe(rows, pid, "memory", "progress")
+    wrong = per_probe(rows, mid, "memory", "progress")
     probes = sorted(set(design) & set(wrong))
     return mean_kpi("progress_over_mismatched", [design[p] - wrong[p] for p in probes],
                     unit="probes", clusters=_families(rows, probes), seed=seed,
@@ -105,9 +105,9 @@ def args_gain_over_mismatched(rows: pd.DataFrame, point: PointLike, mismatched: 
     procedure that a design's content recovers (the ladder's headline; NOT MEASURED where
     the upper bound's own gain over mismatched may be nothing)."""
     pid, mid, uid = as_entry(point).id, as_entry(mismatched).id, as_entry(upper).id
-    wrong = _per_probe(rows, mid, "memory", "progress")
-    design = _per_probe(rows, pid, "memory", "progress")
-    best = _per_probe(rows, uid, "memory", "progress")
+    wrong = per_probe(rows, mid, "memory", "progress")
+    design = per_probe(rows, pid, "memory", "progress")
+    best = per_probe(rows, uid, "memory", "progress")
     probes = sorted(set(wrong) & set(design) & set(best))
     return oracle_gain_recovered([wrong[p] for p in probes], [design[p] for p in probes],
                                  [best[p] for p in probes], _families(rows, probes),

@@ -33,6 +33,7 @@ from ...errors import EvaluationError
 from ...store import MemoryStore
 from ..point.controls import GoldAction, GoldSource
 from ..strategies import STRATEGIES, get_strategy
+from .controls import per_probe
 from .loaded import Run
 
 __all__ = ["STAGES", "LossTable", "gold_in_text", "ladder_points", "loss_table", "loss_tables"]
@@ -105,13 +106,6 @@ def _bodies(run: Run, point: str) -> dict[str, str]:
         return {p.id: p.markdown_body for p in store.procedures()}
 
 
-def _mean_progress(rows: pd.DataFrame, point: str) -> dict[str, float]:
-    sel = rows[(rows["point"] == point) & (rows["arm"] == "memory")
-               & (rows["steps_method"] == "live") & rows["gold_matched"].notna()]
-    return {str(k): float(v) for k, v in sel.groupby("probe_session")["gold_matched"].mean()
-            .items()}
-
-
 def _probe_row(probe: str, mem: pd.DataFrame, gold: Sequence[GoldAction],
                bodies: Mapping[str, str], cap: int, values: tuple[float, float, float]
                ) -> dict[str, Any]:
@@ -141,7 +135,8 @@ def loss_table(run: Run, point: str, *, mismatched: str, upper: str) -> LossTabl
     if rows.empty or "gold_matched" not in rows:
         raise EvaluationError(f"{run.path}: no graded live rows (a loss table needs live "
                               "probes scored against gold actions)")
-    design, wrong, best = (_mean_progress(rows, p) for p in (point, mismatched, upper))
+    design, wrong, best = (per_probe(rows, p, "memory", "progress")
+                           for p in (point, mismatched, upper))
     probes = sorted(set(design) & set(wrong) & set(best))
     labels, bodies = _labels_of(run, point), _bodies(run, point)
     gold = GoldSource(labels=labels, families={})
@@ -165,11 +160,13 @@ def loss_table(run: Run, point: str, *, mismatched: str, upper: str) -> LossTabl
 
 def ladder_points(run: Run) -> tuple[list[tuple[str, str]], str | None, str | None]:
     """The run's design points (a strategy that synthesizes) with their ``procedure_form``,
-    and its first mismatched and oracle-args points by id (None: the run has none)."""
+    and its first mismatched and oracle-args points by id (None: the run has none, or no
+    live rows graded against gold actions)."""
     pts = run.points
     if pts.empty:
         return [], None, None
-    first = {s: min(pts.loc[pts["strategy"] == s, "point"], default=None)
+    graded = not run.rows.empty and "gold_matched" in run.rows
+    first = {s: min(pts.loc[pts["strategy"] == s, "point"], default=None) if graded else None
              for s in ("mismatched", "oracle-args")}
     forms = pts["procedure_form"] if "procedure_form" in pts else ["prose"] * len(pts)
     designs = sorted((p, f or "prose") for p, s, f in zip(pts["point"], pts["strategy"], forms,
@@ -185,7 +182,7 @@ def loss_tables(run: Run) -> dict[str, LossTable]:
     content test reads the stored prose, and a plan tool the agent was shown is induced at
     recall, not stored."""
     designs, wrong, upper = ladder_points(run)
-    if wrong is None or upper is None or run.rows.empty or "gold_matched" not in run.rows:
+    if wrong is None or upper is None:
         return {}
     return {p: loss_table(run, p, mismatched=wrong, upper=upper)
             for p, form in designs if form == "prose"}

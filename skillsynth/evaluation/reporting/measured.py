@@ -48,7 +48,7 @@ def _ladder(run_dir: Path) -> dict[str, Any]:
 
     run = load_run(run_dir)
     designs, wrong, upper = ladder_points(run)
-    if wrong is None or upper is None or run.rows.empty or "gold_matched" not in run.rows:
+    if wrong is None or upper is None:
         return {}
     out: dict[str, Any] = {}
     for pid, _ in designs:
