@@ -33,8 +33,8 @@ if TYPE_CHECKING:
     from .detect import SessionSequence
 
 __all__ = ["VARIABLE", "ArgSource", "SourceKind", "StepFlow", "TracedCall", "argument_sources",
-           "cluster_dataflow", "describe_sources", "enum_values", "session_calls",
-           "source_counts"]
+           "cluster_dataflow", "describe_sources", "enum_values", "every_source",
+           "session_calls", "source_counts"]
 
 SourceKind = Literal["step", "customer", "constant", "unknown"]
 #: A string value shorter than this is matched in the customer's words as a whole token only.
@@ -183,6 +183,29 @@ def argument_sources(calls: Sequence[TracedCall], customer: str, *,
                                             tuple(allowed.get(str(arg), ())))
                                     for v in _scalars(value))
                     for arg, value in c.arguments.items()})
+    return out
+
+
+def every_source(calls: Sequence[TracedCall], customer: str
+                 ) -> list[dict[str, tuple[tuple[ArgSource, ...], ...]]]:
+    """For each call, argument name -> for each of its scalar values (in
+    :func:`argument_sources`' order) *every* place it is found: each earlier step whose result
+    holds it (nearest first), then the customer's words; empty where neither holds it.
+    A value is often in several results (an order id in the user's details and the order's),
+    and a statement that names any of them names a source the run confirms."""
+    results = [_parse(c.result) for c in calls]
+    out = []
+    for i, c in enumerate(calls, 1):
+        per_arg = {}
+        for arg, value in c.arguments.items():
+            per_value = []
+            for v in _scalars(value):
+                found = [ArgSource("step", step=k, path=path) for k in range(i - 1, 0, -1)
+                         if (path := _in_result(v, results[k - 1])) is not None]
+                per_value.append(tuple(found) + ((ArgSource("customer"),)
+                                                 if _in_words(v, customer) else ()))
+            per_arg[str(arg)] = tuple(per_value)
+        out.append(per_arg)
     return out
 
 

@@ -1,13 +1,17 @@
-"""Where a design loses what the gold arguments gain: recall, content or the agent.
+"""Where a design loses what the gold arguments gain: recall, content, source or the agent.
 
 The ladder's upper bound (oracle-args: the task's gold calls with their values) shows what a
-recalled procedure *can* add over a wrong one (the mismatched control). For a design, each
-probe's shortfall from that bound is put at the first stage that explains it:
+recalled procedure *can* add over a wrong one (the mismatched control). For a design (and
+for the ladder's prose rungs between them, :data:`PROSE_RUNGS`), each probe's shortfall from
+that bound is put at the first stage that explains it:
 
 * ``recall``: no procedure of the probe's own family was recalled;
 * ``content``: one was, but what the agent was shown (the recalled bodies, each cut at the
   point's ``max_recall_body_chars``) does not name every gold action's tool in order and
-  every one of its argument names (where each value comes from, or the value);
+  every one of its argument names;
+* ``source``: it names them all, but does not state rightly where some judged argument's
+  value comes from (the source, or the value; :mod:`.stated`, judged against the probe's own
+  run in the corpus);
 * ``agent``: the text carried all of that and the agent still did not do it.
 
 A probe's *lost gain* is (oracle-args - mismatched) - (design - mismatched) on graded progress
@@ -15,8 +19,8 @@ A probe's *lost gain* is (oracle-args - mismatched) - (design - mismatched) on g
 gains add up to the upper bound's gain minus the design's. This is a descriptive
 decomposition of one run (counts and sums with n, no interval); the design's share of the
 gain, with its interval, is the controls table's ``args_gain_over_mismatched``. The content
-test reads names, not meaning: a body that names an argument without saying where its value
-comes from passes it.
+test reads names; the source test reads statements by a rule on words (:mod:`.stated`), and
+judges only the gold actions the probe's run made (a probe with none judged cannot fail it).
 """
 
 from __future__ import annotations
@@ -30,16 +34,19 @@ import pandas as pd
 
 from ...corpora.labels import LabelStore
 from ...errors import EvaluationError
-from ...store import MemoryStore
-from ..point.controls import GoldAction, GoldSource
+from ...pipeline.skill import Skill
+from ...store import MemoryStore, ToolCall
+from ..point.controls import ORACLE_PREFIX, GoldAction, GoldSource
 from ..strategies import STRATEGIES, get_strategy
 from .controls import per_probe
 from .loaded import Run
+from .stated import Flow, gold_flows, sources_in_text
 
-__all__ = ["STAGES", "LossTable", "gold_in_text", "ladder_points", "loss_table", "loss_tables"]
+__all__ = ["PROSE_RUNGS", "STAGES", "LossTable", "gold_in_text", "ladder_points", "loss_table",
+           "loss_tables"]
 
 #: The stages a probe's lost gain is put at, in pipeline order.
-STAGES = ("recall", "content", "agent")
+STAGES = ("recall", "content", "source", "agent")
 
 
 @dataclass(frozen=True)
@@ -98,15 +105,43 @@ def _labels_of(run: Run, point: str) -> dict[str, Any]:
 
 
 def _bodies(run: Run, point: str) -> dict[str, str]:
-    db = run.path / "points" / point / "history.db"
-    if not db.exists():
-        raise EvaluationError(f"point {point} has no history.db: the loss table reads the "
-                              "recalled procedures' bodies from it")
-    with MemoryStore.open(db, read_only=True) as store:
-        return {p.id: p.markdown_body for p in store.procedures()}
+    """Recalled id -> body: the point's stored procedures, and the control procedures it
+    wrote under ``skills/controls/<strategy>/<probe>/`` (recalled as ``oracle:...`` ids)."""
+    folder = run.path / "points" / point
+    db = folder / "history.db"
+    out: dict[str, str] = {}
+    if db.exists():
+        with MemoryStore.open(db, read_only=True) as store:
+            out = {p.id: p.markdown_body for p in store.procedures() if p.id}
+    for md in sorted((folder / "skills" / "controls").glob("*/*/*/SKILL.md")):
+        control, probe = md.parent.parent.parent.name, md.parent.parent.name
+        out[f"{ORACLE_PREFIX}{control}:{probe}"] = Skill.read(md.parent).body
+    if not db.exists() and not out:
+        raise EvaluationError(f"point {point} has no history.db and no control skills: the "
+                              "loss table reads the recalled procedures' bodies from them")
+    return out
 
 
-def _probe_row(probe: str, mem: pd.DataFrame, gold: Sequence[GoldAction],
+def _probe_runs(run: Run, point: str, probes: Sequence[str]
+                ) -> dict[str, tuple[list[ToolCall], str]]:
+    """Each probe's own session in the corpus the point read: its calls with their results,
+    and every user turn (empty where the corpus cannot be found or lacks the session)."""
+    summary = run.point_summary(point)
+    path = None if summary is None else \
+        (summary.record.get("inputs", {}).get("corpus") or {}).get("path")
+    files = [Path(path)] if path and Path(path).exists() else sorted(
+        f for f in (run.path / "corpus").glob("*.db") if f.is_file())
+    out: dict[str, tuple[list[ToolCall], str]] = {}
+    for f in files:
+        with MemoryStore.open(f, read_only=True) as store:
+            for p in probes:
+                calls = store.tool_calls(p) if p not in out else []
+                if calls:
+                    out[p] = (calls, "\n".join(t.content for t in store.turns(p, role="user")))
+    return out
+
+
+def _probe_row(probe: str, mem: pd.DataFrame, gold: Sequence[GoldAction], flows: Sequence[Flow],
                bodies: Mapping[str, str], cap: int, values: tuple[float, float, float]
                ) -> dict[str, Any]:
     first = mem.iloc[0]
@@ -114,13 +149,16 @@ def _probe_row(probe: str, mem: pd.DataFrame, gold: Sequence[GoldAction],
     recalled = bool(int(first["recalled_right"]) > 0)
     text = "\n".join(bodies.get(i, "")[:cap] for i in ids)
     steps, n_steps, named, n_args = gold_in_text(text, gold)
+    right, judged = sources_in_text(text, gold, flows)
     design, wrong, upper = values
     complete = n_steps > 0 and steps == n_steps and named == n_args
-    stage = "recall" if not recalled else "content" if not complete else "agent"
+    stage = "recall" if not recalled else "content" if not complete else \
+        "source" if right < judged else "agent"
     return {"probe": probe, "family": str(first.get("family", "")), "recalled": len(ids),
             "own_family_recalled": recalled, "gold_tools_named": f"{steps}/{n_steps}",
-            "gold_args_named": f"{named}/{n_args}", "design": design, "mismatched": wrong,
-            "oracle_args": upper, "lost": (upper - wrong) - (design - wrong), "stage": stage}
+            "gold_args_named": f"{named}/{n_args}", "gold_sources_stated": f"{right}/{judged}",
+            "design": design, "mismatched": wrong, "oracle_args": upper,
+            "lost": (upper - wrong) - (design - wrong), "stage": stage}
 
 
 def loss_table(run: Run, point: str, *, mismatched: str, upper: str) -> LossTable:
@@ -142,11 +180,18 @@ def loss_table(run: Run, point: str, *, mismatched: str, upper: str) -> LossTabl
     gold = GoldSource(labels=labels, families={})
     cap = int(run.points.set_index("point").loc[point, "max_recall_body_chars"])
     mem = rows[(rows["point"] == point) & (rows["arm"] == "memory")]
-    recs = [_probe_row(p, mem[mem["probe_session"] == p], gold.actions(p), bodies, cap,
-                       (design[p], wrong[p], best[p])) for p in probes]
+    sessions = _probe_runs(run, point, probes)
+    recs = []
+    for p in probes:
+        acts = gold.actions(p)
+        calls, customer = sessions.get(p, ([], ""))
+        flows: list[Flow] = gold_flows(acts, calls, customer) if calls else [None] * len(acts)
+        recs.append(_probe_row(p, mem[mem["probe_session"] == p], acts, flows, bodies, cap,
+                               (design[p], wrong[p], best[p])))
     table = pd.DataFrame(recs, columns=["probe", "family", "recalled", "own_family_recalled",
-                                        "gold_tools_named", "gold_args_named", "design",
-                                        "mismatched", "oracle_args", "lost", "stage"])
+                                        "gold_tools_named", "gold_args_named",
+                                        "gold_sources_stated", "design", "mismatched",
+                                        "oracle_args", "lost", "stage"])
     upper_gain = float(sum(best[p] - wrong[p] for p in probes))
     stages = pd.DataFrame([{
         "stage": s, "probes": int((table["stage"] == s).sum()),
@@ -175,14 +220,24 @@ def ladder_points(run: Run) -> tuple[list[tuple[str, str]], str | None, str | No
     return designs, first["mismatched"], first["oracle-args"]
 
 
+#: The control rungs whose recalled prose a loss table reads beside the designs'.
+PROSE_RUNGS = ("oracle", "oracle-dataflow")
+
+
 def loss_tables(run: Run) -> dict[str, LossTable]:
-    """A loss table for every design point (a strategy that synthesizes) of a run that also
-    holds a mismatched and an oracle-args point (the first of each, by id); empty
+    """A loss table for every design point (a strategy that synthesizes) and every prose
+    rung of the ladder (:data:`PROSE_RUNGS`: the gold names, the gold run's sources) of a run
+    that also holds a mismatched and an oracle-args point (the first of each, by id); empty
     otherwise. Points whose ``procedure_form`` offers plans as tools are left out: the
     content test reads the stored prose, and a plan tool the agent was shown is induced at
     recall, not stored."""
     designs, wrong, upper = ladder_points(run)
     if wrong is None or upper is None:
         return {}
+    pts = run.points
+    forms = pts["procedure_form"].fillna("prose") if "procedure_form" in pts else \
+        pd.Series(["prose"] * len(pts), index=pts.index)
+    rungs = sorted(p for p, s, f in zip(pts["point"], pts["strategy"], forms, strict=True)
+                   if s in PROSE_RUNGS and f == "prose")
     return {p: loss_table(run, p, mismatched=wrong, upper=upper)
-            for p, form in designs if form == "prose"}
+            for p in [*(p for p, form in designs if form == "prose"), *rungs]}

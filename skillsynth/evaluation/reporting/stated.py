@@ -1,0 +1,176 @@
+"""Whether a recalled text states where each gold argument's value comes from.
+
+The loss table's content test (:mod:`.loss`) asks whether the text *names* every gold tool and
+argument; a body can name ``order_id`` and send the agent to the wrong step for it. This
+module judges the sources, against a successful run of the probe's task with its results
+(the probe's own session in the corpus: for ideal history, its reference run as executed).
+
+**The gold flow** (:func:`gold_flows`): each gold action is matched to the first not yet
+matched successful call of that run that passes tau2's action check; each of its arguments'
+scalar values is found by :func:`~skillsynth.pipeline.provenance.every_source` in the run's
+successful calls' results and the customer's words (every user turn of the session), and kept
+as the set of places it is found, as (kind, tool of the source step): a value in several
+results has several right sources. An earlier result the store cut (GAIA keeps 500
+characters) may hold it past the cut, so its step is one of the places too. A gold action
+with no matching call is not judged.
+
+**The text** (:func:`sources_in_text`): the gold tools are found in order as the content test
+finds them; a tool's *block* runs from its mention to the next numbered line (``3.``,
+``Step 3:``) or the end. In the block, an argument's *statement* is the words after its name
+up to the next ``;``, line break or another of the action's argument names. The statement is
+right when it holds the gold value itself (every scalar of three or more characters, or a
+number); never when it says the value is not found, varies or is to be decided; else when,
+for every scalar value, one of the places it is found is stated: a step by ``step N`` where
+the text's line N names that step's tool, or by the tool's name; the customer by the word
+customer or user. Where the stored run holds a value nowhere and cut no earlier result (a
+constant, a value the run guessed), a statement that names a step or the customer is taken
+as right, unconfirmed. A rule on words: it can miss a source an LLM states
+in another sentence (it errs towards "not stated").
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ...pipeline.provenance import TracedCall, every_source
+from ...store import ToolCall
+from ...store.schema import TOOL_TEXT_LIMIT
+from ..point.controls import GoldAction, action_matches
+
+__all__ = ["Flow", "gold_flows", "sources_in_text"]
+
+#: Per gold action: argument -> for each scalar value, the places it is found as (kind, tool
+#: of the source step or None), empty where none; None where no call of the run matches the
+#: action (not judged).
+Flow = Mapping[str, tuple[frozenset[tuple[str, str | None]], ...]] | None
+
+_CUSTOMER_RE = re.compile(r"\b(?:customer|user)\b", re.IGNORECASE)
+_UNDECIDED_RE = re.compile(r"not found|varies|decide", re.IGNORECASE)
+_STEP_RE = re.compile(r"\bsteps? (\d+)", re.IGNORECASE)
+_LINE_RE = re.compile(r"^[ \t>*-]*(?:step[ \t]*)?(\d+)[ \t]*[.):]", re.IGNORECASE | re.MULTILINE)
+_MIN_VALUE_CHARS = 3
+
+
+def gold_flows(gold: Sequence[GoldAction], calls: Sequence[ToolCall], customer: str
+               ) -> list[Flow]:
+    """Each gold action's argument sources in the run ``calls`` (module docstring)."""
+    done = [c for c in calls if c.success]
+    traced = [TracedCall(name=c.tool_name, arguments=_args(c.args), result=c.result_summary or "")
+              for c in done]
+    sources = every_source(traced, customer)
+    used: set[int] = set()
+    out: list[Flow] = []
+    for g in gold:
+        j = next((j for j, c in enumerate(traced)
+                  if j not in used and action_matches(g, c.name, dict(c.arguments))), None)
+        if j is None:
+            out.append(None)
+            continue
+        used.add(j)
+        cut = {("step", c.name) for c in traced[:j] if len(c.result) >= TOOL_TEXT_LIMIT}
+        out.append({arg: tuple(frozenset(
+            (s.kind, traced[s.step - 1].name if s.kind == "step" and s.step else None)
+            for s in places) | cut for places in sources[j].get(arg, ())) for arg in g.arguments})
+    return out
+
+
+def _args(text: str | None) -> dict[str, Any]:
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _scalars(value: Any) -> list[Any]:
+    if isinstance(value, Mapping):
+        return [x for v in value.values() for x in _scalars(v)]
+    if isinstance(value, list):
+        return [x for v in value for x in _scalars(v)]
+    return [value]
+
+
+def _has_value(statement: str, value: Any) -> bool:
+    """Whether the statement carries every telling scalar of the gold value."""
+    told = [v for v in _scalars(value) if (isinstance(v, int | float) and not isinstance(
+        v, bool)) or (isinstance(v, str) and len(v) >= _MIN_VALUE_CHARS)]
+    low = statement.lower()
+    return bool(told) and all(str(v).lower() in low for v in told)
+
+
+def _states(statement: str, places: Sequence[frozenset[tuple[str, str | None]]],
+            numbered: Mapping[int, str]) -> bool:
+    if _UNDECIDED_RE.search(statement):
+        return False
+    steps = {int(n) for n in _STEP_RE.findall(statement)}
+    named = {numbered[n] for n in steps if n in numbered}
+    customer = bool(_CUSTOMER_RE.search(statement))
+    if not places or not all(places):  # a value the stored run holds nowhere: unconfirmed
+        return customer or bool(steps)
+    low = statement.lower()
+    return all(any((kind == "customer" and customer) or (kind == "step" and tool is not None and (
+        tool in named or tool.lower() in low)) for kind, tool in alts) for alts in places)
+
+
+def _numbered(text: str, tools: Sequence[str]) -> tuple[dict[int, str], list[int]]:
+    """Line number -> the first of ``tools`` the numbered line names; the lines' starts."""
+    out: dict[int, str] = {}
+    starts = []
+    for m in _LINE_RE.finditer(text):
+        starts.append(m.start())
+        stop = text.find("\n", m.start())
+        line = text[m.start():stop if stop >= 0 else len(text)].lower()
+        found = sorted((line.find(t.lower()), t) for t in tools if t.lower() in line)
+        if found:
+            out.setdefault(int(m.group(1)), found[0][1])
+    return out, starts
+
+
+def _statement(block: str, arg: str, others: Sequence[str]) -> str | None:
+    m = re.search(rf"(?<![A-Za-z0-9_]){re.escape(arg)}(?![A-Za-z0-9_])", block, re.IGNORECASE)
+    if m is None:
+        return None
+    rest = block[m.end():]
+    ends = [i for i in (rest.find(";"), rest.find("\n")) if i >= 0]
+    for o in others:
+        n = re.search(rf"(?<![A-Za-z0-9_]){re.escape(o)}(?![A-Za-z0-9_])", rest, re.IGNORECASE)
+        if n is not None:
+            ends.append(n.start())
+    return rest[:min(ends)] if ends else rest
+
+
+def sources_in_text(text: str, gold: Sequence[GoldAction], flows: Sequence[Flow],
+                    tools: Sequence[str] = ()) -> tuple[int, int]:
+    """(gold arguments whose source the text states rightly, gold arguments judged).
+
+    Args:
+        text: what the agent was shown (the recalled bodies as cut).
+        gold: the probe's gold actions, in order.
+        flows: :func:`gold_flows` of the same actions.
+        tools: every tool name a numbered line may name (the world's; the gold's are added).
+    """
+    names = list(dict.fromkeys([*tools, *(g.name for g in gold),
+                                *(t for f in flows if f for places in f.values() for alts in places
+                                  for _, t in alts if t)]))
+    numbered, starts = _numbered(text, names)
+    low, at = text.lower(), 0
+    stated = judged = 0
+    for g, flow in zip(gold, flows, strict=True):
+        if flow is None:
+            continue
+        judged += len(flow)
+        i = low.find(g.name.lower(), at)
+        if i < 0:
+            continue
+        at = i + len(g.name)
+        end = min((s for s in starts if s > i), default=len(text))
+        block = text[at:end]
+        for arg, srcs in flow.items():
+            said = _statement(block, arg, [a for a in g.arguments if a != arg])
+            if said is not None and (_has_value(said, g.arguments[arg])
+                                     or _states(said, srcs, numbered)):
+                stated += 1
+    return stated, judged
