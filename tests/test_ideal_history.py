@@ -71,6 +71,12 @@ def test_ideal_attempts_are_the_reference_executed_and_judged_in_the_world(tmp_p
     assert [c.success for c in calls] == [False, True, True, True, True]
     assert "fatima_taylor_3452" in (calls[1].result_summary or "")
     assert [t.content for t in turns] == [retail.task("39").prompt]  # the goal, once
+    # the references' argument values by source: the same values, and fewer traced to an
+    # earlier result once results are cut as GAIA stores them (an order's item ids lie past
+    # its first 500 characters)
+    assert sum(rep.sources_whole.values()) == sum(rep.sources_stored.values()) > 0
+    assert rep.sources_stored["step"] < rep.sources_whole["step"]
+    assert rep.sources_line().startswith("argument values of the references by source")
     # a finished build is kept as it is; a bad request fails before anything is written
     again = ideal_history(retail, src, tmp_path / "ideal.db", attempts=4)
     assert again.already_present == 3 and not again.tasks

@@ -44,6 +44,8 @@ def _ideal_corpus(args: argparse.Namespace, world: str, k: int) -> str:
     print(f"ideal history: {len(built.tasks) or built.already_present} task(s) x "
           f"{built.attempts}; {len(built.left_out)} left out; corpus {built.db_path}",
           file=sys.stderr)
+    if built.sources_line():
+        print(f"ideal history: {built.sources_line()}", file=sys.stderr)
     return built.db_path
 
 

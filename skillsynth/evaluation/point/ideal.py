@@ -33,7 +33,9 @@ from ...corpora.importing import write_session
 from ...corpora.labels import LabelStore, SessionLabel, labels_path_for
 from ...corpora.records import SessionRecord, session_uuid
 from ...errors import EvaluationError, WorldError
+from ...pipeline.provenance import TracedCall, argument_sources, enum_values, source_counts
 from ...store import MemoryStore, Turn, now_iso
+from ...store.schema import TOOL_TEXT_LIMIT
 from ..live.history import tool_rows
 from ..live.worlds import World
 from ..live.worlds.base import Turn as WorldTurn
@@ -58,6 +60,10 @@ class IdealHistoryReport:
         calls: calls written (every attempt's).
         left_out: task -> why it has no ideal attempts.
         already_present: tasks of a finished build found at the path (kept as it is).
+        sources_whole, sources_stored: the reference runs' argument values by source kind
+            (:func:`~skillsynth.pipeline.provenance.argument_sources`, one attempt each),
+            traced through the world's whole results and through the results as GAIA
+            stores them (500 characters): what the cut hides from a distiller.
     """
 
     world: str
@@ -69,10 +75,22 @@ class IdealHistoryReport:
     calls: int = 0
     left_out: dict[str, str] = field(default_factory=dict)
     already_present: int = 0
+    sources_whole: dict[str, int] = field(default_factory=dict)
+    sources_stored: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready."""
         return asdict(self)
+
+    def sources_line(self) -> str:
+        """The argument sources, whole against stored, in one line ("" before a build)."""
+        whole, stored = self.sources_whole, self.sources_stored
+        if not whole:
+            return ""
+        parts = [f"{k} {whole.get(k, 0)} / {stored.get(k, 0)}"
+                 for k in ("step", "customer", "constant", "unknown")]
+        return (f"argument values of the references by source, whole results / as stored "
+                f"({TOOL_TEXT_LIMIT} characters): " + ", ".join(parts))
 
 
 def reached_goal_state(detail: Mapping[str, Any], success: bool | None) -> bool:
@@ -227,8 +245,21 @@ def _one_task(world: World, task: str, attempts: int,
     extra = {"world": world.name, "reference": origin,
              "reference_checks": dict(score.detail.get("breakdown") or {})}
     report.tasks.append(task)
+    _count_sources(world, calls, wt.prompt, report)
     report.calls += len(calls) * attempts
     report.from_recorded += origin == "recorded"
     report.from_gold += origin == "gold"
     return [_session(world, task, a, calls, wt.prompt, t0 + timedelta(minutes=a), base, extra)
             for a in range(1, attempts + 1)]
+
+
+def _count_sources(world: World, calls: Sequence[WorldTurn], customer: str,
+                   report: IdealHistoryReport) -> None:
+    """Add the reference's argument sources, whole and as stored, to the report."""
+    done = [c for c in calls if c.ok]
+    enums = enum_values(world.tool_specs())
+    for cut, into in ((None, report.sources_whole), (TOOL_TEXT_LIMIT, report.sources_stored)):
+        traced = [TracedCall(name=c.name, arguments=c.arguments, result=c.result[:cut])
+                  for c in done]
+        for kind, n in source_counts(argument_sources(traced, customer, enums=enums)).items():
+            into[kind] = into.get(kind, 0) + n

@@ -77,6 +77,7 @@ def _build_corpus(spec: SweepSpec, run_dir: Path, log: Any) -> Path:
         log(f"ideal history: {len(rep.tasks)} task(s) x {rep.attempts} attempts "
             f"({rep.from_recorded} from a recorded success, {rep.from_gold} from gold calls); "
             f"{len(rep.left_out)} left out: {rep.left_out}")
+        log(f"ideal history: {rep.sources_line()}")
     return Path(rep.db_path)
 
 
