@@ -238,9 +238,14 @@ def test_probes_without_gold_are_skipped_and_counted_and_a_corpus_without_any_is
     with pytest.raises(EvaluationError, match="none of the 3 probes has any"):
         run_point(_cfg(tiny_corpus(tmp_path), "oracle"), FakeDistiller(),
                   FakeFamilyEmbedder(), tmp_path / "t")
-    with pytest.raises(EvaluationError, match="fewer than two families"):
-        run_point(_cfg(gold_corpus(tmp_path / "g", without_gold=("jira", "mail")),
-                       "mismatched"), FakeDistiller(), FakeFamilyEmbedder(), tmp_path / "g2")
+    one_family = gold_corpus(tmp_path / "g", without_gold=("jira", "mail"))
+    with pytest.raises(EvaluationError, match="strategy mismatched recalls .* fewer than two"):
+        run_point(_cfg(one_family, "mismatched"), FakeDistiller(), FakeFamilyEmbedder(),
+                  tmp_path / "g2")
+    # the plan control traces the drawn family's calls in a world: replay needs a tau2 corpus
+    with pytest.raises(EvaluationError, match="mismatched-plan executes a task's calls"):
+        run_point(_cfg(one_family, "mismatched-plan", procedure_form="plan"), FakeDistiller(),
+                  FakeFamilyEmbedder(), tmp_path / "g3")
     with pytest.raises(EvaluationError, match="inside an evaluation point"):
         get_strategy("oracle").recaller(None, None, Thresholds())("a goal")  # type: ignore[arg-type]
 

@@ -261,6 +261,45 @@ def test_oracle_plan_binds_the_gold_calls_and_keeps_the_customers_values_as_inpu
                                   "inputs": 2, "from_gold": 1}
 
 
+@dataclass
+class FakeTwoTaskWorld(FakeCancelWorld):
+    """FAKE world with two tasks: 1 cancels Ann's order, 2 only reads it."""
+
+    started: list[str] = field(default_factory=list)
+
+    def start(self, task_id):
+        self.started.append(task_id)
+        return super().start(task_id)
+
+    def gold_actions(self, task_id):
+        gold = super().gold_actions(task_id)
+        return gold if task_id == "1" else gold[:3]
+
+
+def test_mismatched_plan_is_the_drawn_familys_run_as_a_plan_traced_in_its_own_task(tmp_path):
+    world = FakeTwoTaskWorld()
+    labels = {"p": SessionLabel("p", "tau2", "1", 4), "q": SessionLabel("q", "tau2", "2", 4)}
+    gold = GoldSource(labels, {"p": "1", "q": "2"}, world, skills_dir=tmp_path)
+    proc = gold.recall("mismatched-plan", "p")
+    assert world.started == ["2"]  # the other family's task, not the probe's
+    assert world.executed == ["find_user", "get_user", "get_order"]
+    plan = find_plan(proc.markdown_body)
+    assert plan is not None and [s.tool for s in plan.steps] == ["find_user", "get_user",
+                                                                 "get_order"]
+    assert [s.name for s in plan.inputs] == ["name", "zip"]  # the agent gives them
+    # the same family the prose negative control draws, with the plan added
+    wrong = GoldSource(labels, {"p": "1", "q": "2"}, FakeTwoTaskWorld()).recall("mismatched", "p")
+    assert proc.markdown_body.split("```")[0].strip() == wrong.markdown_body.strip()
+    assert proc.provenance["families"] == ["2"] and "cancel_order" not in proc.markdown_body
+    assert gold.plan_counts()["complete"] == 1
+    for value in ("Ann", "12345", "ann_1", "#W1"):
+        assert value not in proc.markdown_body
+    with pytest.raises(ConfigError, match="as prose it is the mismatched arm"):
+        PointOptions(strategy="mismatched-plan")
+    assert PointOptions(strategy="mismatched-plan", procedure_form="plan").strategy == \
+        "mismatched-plan"
+
+
 @pytest.mark.live
 def test_oracle_plan_runs_in_tau2_retail_and_taus_evaluators_score_the_run():
     from skillsynth.evaluation.live.worlds import get_world

@@ -272,7 +272,7 @@ def controls_summary(control: str | None, gold: GoldSource | None,
                     "skipped_probes": sorted(gold.skipped)})
     if gold is not None and control == "oracle-dataflow":
         out["argument_sources"] = gold.dataflow_counts()  # values per source kind
-    if gold is not None and control == "oracle-plan":
+    if gold is not None and control in ("oracle-plan", "mismatched-plan"):
         out["plans"] = gold.plan_counts()  # complete or prefix, steps, stop reasons
     if check is not None:
         out["inert"] = check.as_dict()

@@ -24,6 +24,10 @@ oracle-plan    the oracle procedure (names) with an executable plan of the same 
                plan or both
 mismatched     another family's oracle procedure, the family drawn by the point's seed
                (never the probe's own, never one with the probe's state-changing tools)
+mismatched-    the same family's oracle-plan (its run traced in *its own* task and induced
+plan           as a plan): the plan form's negative control, offered as a tool by
+               ``procedure_form`` plan or both; its inputs are filled by the agent from the
+               probe's customer
 inert          skillsynth's memory arm (its synthesis runs) with recall forced empty: it must
                reproduce the no-memory arm exactly; :func:`inert_check` checks every pair
 =============  ==========================================================================
@@ -97,13 +101,16 @@ __all__ = [
 ]
 
 CONTROLS: tuple[ControlKind, ...] = ("oracle", "oracle-args", "oracle-dataflow", "oracle-plan",
-                                     "mismatched", "inert")
+                                     "mismatched", "mismatched-plan", "inert")
 #: The positive controls (the ones a sensitivity KPI is read from).
 POSITIVE: tuple[ControlKind, ...] = ("oracle", "oracle-args")
 #: The arms that write each probe's own gold procedure (they need its gold actions).
 ORACLES: tuple[ControlKind, ...] = ("oracle", "oracle-args", "oracle-dataflow", "oracle-plan")
-#: The arms that execute a run of the probe's task in its world (its results, its sources).
-TRACED: tuple[ControlKind, ...] = ("oracle-dataflow", "oracle-plan")
+#: The arms that execute a run of a task in its world (its results, its sources): the
+#: probe's own, or (mismatched-plan) the drawn family's.
+TRACED: tuple[ControlKind, ...] = ("oracle-dataflow", "oracle-plan", "mismatched-plan")
+#: The negative controls: another family's procedure.
+MISMATCHED: tuple[ControlKind, ...] = ("mismatched", "mismatched-plan")
 #: The id prefix of a recalled control procedure (no store id has it).
 ORACLE_PREFIX = "oracle:"
 _EDGE = ("If a call fails, read its error, correct the arguments and call it again; do not "
@@ -355,7 +362,7 @@ class GoldSource:
 
     def _build(self, control: ControlKind, probe: str) -> Procedure | ArmSkipped:
         source = probe
-        if control == "mismatched":
+        if control in MISMATCHED:
             picked = mismatched_session(self, probe)
             if picked is None:
                 return self.skip(probe, "no other family with a different procedure")
@@ -366,13 +373,13 @@ class GoldSource:
         sources: list[dict[str, tuple[ArgSource, ...]]] | None = None
         plan: Plan | ArmSkipped | None = None
         if control in TRACED:
-            label = self.labels.get(probe)
+            label = self.labels.get(source)
             run = self.runs.get(str(label.task_id)) if label is not None else None
             # a successful history run of the task (its reads, then its writes), else the gold
             ran = gold_actions(run) if run else acts
             if control == "oracle-dataflow":  # its prose is that run's calls with sources
                 acts = ran
-            traced = self._trace(probe, ran)
+            traced = self._trace(probe, ran, task_of=source)
             if isinstance(traced, ArmSkipped):
                 return traced
             calls, customer = traced
@@ -394,14 +401,15 @@ class GoldSource:
                                 families=() if fam is None else (fam,))
 
 
-    def _trace(self, probe: str, acts: Sequence[GoldAction]
+    def _trace(self, probe: str, acts: Sequence[GoldAction], *, task_of: str
                ) -> tuple[list[tuple[TracedCall, bool]], str] | ArmSkipped:
-        """``acts`` executed in a fresh episode of the probe's task (:func:`.traced.trace_run`)."""
-        label = self.labels.get(probe)
+        """``acts`` executed in a fresh episode of the task of session ``task_of`` (the
+        probe's, or the drawn family's; :func:`.traced.trace_run`)."""
+        label = self.labels.get(task_of)
         if self.world is None or label is None or label.task_id is None:
-            return self.skip(probe, "no world to execute the gold calls in (oracle-dataflow "
-                                    "and oracle-plan trace argument sources through the "
-                                    "calls' results)")
+            return self.skip(probe, "no world to execute the calls in (oracle-dataflow, "
+                                    "oracle-plan and mismatched-plan trace argument sources "
+                                    "through the calls' results)")
         try:
             return trace_run(self.world, str(label.task_id),
                              [(a.name, a.arguments) for a in acts])
@@ -478,7 +486,7 @@ def check_gold(control: str | None, gold: GoldSource, split: Split) -> None:
                 f"actions, and none of the {len(split.probes)} probes has any (labels' "
                 "actions, or the live world's task); use a tau2 or tau-bench corpus, or a "
                 "history generated in a tau2 world")
-    elif control == "mismatched" and len(gold.representatives()) < 2:
+    elif control in MISMATCHED and len(gold.representatives()) < 2:
         raise EvaluationError(
-            "strategy mismatched recalls another family's gold procedure, and fewer than two "
+            f"strategy {control} recalls another family's gold procedure, and fewer than two "
             "families have gold actions; use a tau2 or tau-bench corpus with several tasks")

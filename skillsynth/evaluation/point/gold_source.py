@@ -42,8 +42,9 @@ def gold_source(cfg: PointOptions, labels: Mapping[str, SessionLabel], split: Sp
                 ) -> GoldSource:
     """The point's gold source: its labels, its families and, where the point acts in a
     named world, that world's tasks and tool descriptions. Recalled control skills are kept
-    under ``skills_dir`` (control points only). For oracle-dataflow and oracle-plan, ``corpus``'s successful
-    history sessions per task (:func:`successful_runs`)."""
+    under ``skills_dir`` (control points only). For the traced arms (oracle-dataflow,
+    oracle-plan, mismatched-plan), ``corpus``'s successful history sessions per task
+    (:func:`successful_runs`)."""
     from ..live.worlds import get_world
 
     world = None
@@ -53,7 +54,7 @@ def gold_source(cfg: PointOptions, labels: Mapping[str, SessionLabel], split: Sp
         domains = {x.extra.get("domain") for x in labels.values() if x.source == "tau2"}
         if len(domains - {None}) != 1:
             raise EvaluationError(
-                f"strategy {cfg.strategy} executes each probe's gold calls in its world to "
+                f"strategy {cfg.strategy} executes a task's calls in its world to "
                 "trace where the arguments come from; in replay that needs a tau2 corpus of "
                 f"one domain (found {sorted(map(str, domains)) or 'no tau2 labels'}); run it "
                 "live (world: tau2:...) otherwise")

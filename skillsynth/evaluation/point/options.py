@@ -73,7 +73,7 @@ class PointOptions:
     strategy: str = _opt("skillsynth", "the procedural-memory design under test (skillsynth, "
                          "gaia-greedy, gaia-shipped, cortexprism, pheron, none) or a control "
                          "arm (oracle, oracle-args, oracle-dataflow, oracle-plan, "
-                         "mismatched, inert; "
+                         "mismatched, mismatched-plan, inert; "
                          "METHODS.md 2b)",
                          choices=tuple(STRATEGIES), sweep=True, role="synthesis")
     k: int = _opt(3, "attempts per family in the history; attempt k+1 is the probe",
@@ -182,10 +182,12 @@ class PointOptions:
             raise ConfigError(f"strategy {self.strategy} distils nothing, so there is "
                               "nothing to verify; use verify: none", key="verify")
         strategy.check_verify(self.verify)
-        if self.strategy == "oracle-plan" and self.procedure_form == "prose":
-            raise ConfigError("strategy oracle-plan offers the gold calls as a plan the agent "
-                              "calls; as prose it is the oracle arm: set procedure_form to "
-                              "plan or both", key="procedure_form")
+        if self.strategy in ("oracle-plan", "mismatched-plan") and \
+                self.procedure_form == "prose":
+            prose = "oracle" if self.strategy == "oracle-plan" else "mismatched"
+            raise ConfigError(f"strategy {self.strategy} offers a task's calls as a plan the "
+                              f"agent calls; as prose it is the {prose} arm: set "
+                              "procedure_form to plan or both", key="procedure_form")
         if self.cadence < 1:
             raise ConfigError(f"cadence must be >= 1 {self.cadence_unit}, got {self.cadence}",
                               key="cadence")

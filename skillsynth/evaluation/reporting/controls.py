@@ -28,8 +28,9 @@ __all__ = ["ARM_ORDER", "args_gain_over_mismatched", "controls_table", "decoding
            "gain_recovered", "over_mismatched", "per_probe"]
 
 #: The side-by-side order: the lower bounds, the designs, the upper bounds, the inert check.
-ARM_ORDER = ("none", "mismatched", "skillsynth", "gaia-greedy", "gaia-shipped", "cortexprism",
-             "pheron", "oracle", "oracle-dataflow", "oracle-plan", "oracle-args", "inert")
+ARM_ORDER = ("none", "mismatched", "mismatched-plan", "skillsynth", "gaia-greedy",
+             "gaia-shipped", "cortexprism", "pheron", "oracle", "oracle-dataflow", "oracle-plan",
+             "oracle-args", "inert")
 #: What the table shows per point (where the point has it).
 _SHOWN = ("live_success_change", "live_step_reduction", "live_gold_actions_matched_change",
           "live_failed_call_rate_change", "live_agent_decisions_change", "step_reduction",

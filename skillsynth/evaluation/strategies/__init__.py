@@ -27,11 +27,14 @@ oracle-        nothing                                     the same with each ar
 dataflow                                                   source (a result field, the
                                                            customer, a constant), no value
 mismatched     nothing                                     another family's oracle procedure
+mismatched-    nothing                                     another family's oracle-plan (the
+plan                                                       plan form's negative control)
 inert          as skillsynth                               nothing, and the memory arm still
                                                            runs (it must equal no-memory)
 =============  ==========================================  ==================================
 
-The last five are control arms (:mod:`skillsynth.evaluation.point.controls`): they recall by the
+The arms from ``oracle`` on are control arms (:mod:`skillsynth.evaluation.point.controls`;
+``oracle-plan`` too): they recall by the
 probe itself, so a recall function takes the probe's session id beside its goal, and the
 protocol hands a control its point's gold source.
 
@@ -67,7 +70,7 @@ from .keyword import KeywordIndex
 
 #: The control arms (METHODS.md 2b; built in :mod:`skillsynth.evaluation.point.controls`).
 ControlKind = Literal["oracle", "oracle-args", "oracle-dataflow", "oracle-plan", "mismatched",
-                      "inert"]
+                      "mismatched-plan", "inert"]
 
 
 class ControlSource(Protocol):
@@ -92,8 +95,7 @@ __all__ = [
 
 StrategyName = Literal["skillsynth", "gaia-greedy", "gaia-shipped", "cortexprism", "pheron",
                        "none", "oracle", "oracle-args", "oracle-dataflow", "oracle-plan",
-                       "mismatched",
-                       "inert"]
+                       "mismatched", "mismatched-plan", "inert"]
 #: CortexPrism merges a new extraction into an existing skill at this cosine (seed 002).
 CORTEXPRISM_DEDUP_TAU = 0.78
 #: Pheron adds the top 3 keyword matches to the system prompt (seed 003).
@@ -274,8 +276,9 @@ class GaiaShipped(Strategy):
 
 @dataclass(frozen=True)
 class ControlStrategy(Strategy):
-    """A control arm: ``oracle``, ``oracle-args``, ``mismatched`` (no synthesis) or
-    ``inert`` (skillsynth's synthesis, recall forced empty)."""
+    """A control arm: ``oracle``, ``oracle-args``, ``oracle-dataflow``, ``oracle-plan``,
+    ``mismatched``, ``mismatched-plan`` (no synthesis) or ``inert`` (skillsynth's synthesis,
+    recall forced empty)."""
 
     @property
     def control(self) -> ControlKind:
@@ -331,6 +334,8 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
     ControlStrategy(name="oracle-plan", method=None, synth_overrides={},
                     recall_kind="control"),
     ControlStrategy(name="mismatched", method=None, synth_overrides={}, recall_kind="control"),
+    ControlStrategy(name="mismatched-plan", method=None, synth_overrides={},
+                    recall_kind="control"),
     ControlStrategy(name="inert", method="agglomerative", synth_overrides={},
                     recall_kind="control"),
 )}
