@@ -141,7 +141,7 @@ def test_oracle_dataflow_recalls_the_gold_calls_with_sources_and_no_user_value(t
 def test_oracle_dataflow_without_a_world_is_skipped_with_its_reason():
     labels = {"p": SessionLabel("p", "tau2", "5", 4, actions=GOLD)}
     gold = GoldSource(labels, {"p": "5"}, None)
-    with pytest.raises(ArmSkipped, match="no world to execute the gold calls in"):
+    with pytest.raises(ArmSkipped, match="no world to execute the calls in"):
         gold.recall("oracle-dataflow", "p")
     assert "no world" in gold.skipped["p"]
 
