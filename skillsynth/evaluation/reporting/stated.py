@@ -108,11 +108,16 @@ def _states(statement: str, places: Sequence[frozenset[tuple[str, str | None]]],
     steps = {int(n) for n in _STEP_RE.findall(statement)}
     named = {numbered[n] for n in steps if n in numbered}
     customer = bool(_CUSTOMER_RE.search(statement))
-    if not places or not all(places):  # a value the stored run holds nowhere: unconfirmed
-        return customer or bool(steps)
     low = statement.lower()
-    return all(any((kind == "customer" and customer) or (kind == "step" and tool is not None and (
-        tool in named or tool.lower() in low)) for kind, tool in alts) for alts in places)
+
+    def stated(alts: frozenset[tuple[str, str | None]]) -> bool:
+        if not alts:  # a value the stored run holds nowhere: a named source, unconfirmed
+            return customer or bool(steps)
+        return any((kind == "customer" and customer) or (kind == "step" and tool is not None
+                                                         and (tool in named or tool.lower() in low))
+                   for kind, tool in alts)
+
+    return all(stated(alts) for alts in places)
 
 
 def _numbered(text: str, tools: Sequence[str]) -> tuple[dict[int, str], list[int]]:
