@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = ["VARIABLE", "ArgSource", "SourceKind", "StepFlow", "TracedCall", "argument_sources",
            "cluster_dataflow", "describe_sources", "enum_values", "every_source",
-           "session_calls", "source_counts"]
+           "scalar_values", "session_calls", "source_counts"]
 
 SourceKind = Literal["step", "customer", "constant", "unknown"]
 #: A string value shorter than this is matched in the customer's words as a whole token only.
@@ -129,11 +129,12 @@ def _in_words(value: Any, words: str) -> bool:
     return text.lower() in words.lower()
 
 
-def _scalars(value: Any) -> list[Any]:
+def scalar_values(value: Any) -> list[Any]:
+    """A value's scalars in order: a list's elements and an object's values, recursively."""
     if isinstance(value, list):
-        return [x for v in value for x in _scalars(v)]
+        return [x for v in value for x in scalar_values(v)]
     if isinstance(value, Mapping):
-        return [x for v in value.values() for x in _scalars(v)]
+        return [x for v in value.values() for x in scalar_values(v)]
     return [value]
 
 
@@ -181,7 +182,7 @@ def argument_sources(calls: Sequence[TracedCall], customer: str, *,
         allowed = (enums or {}).get(c.name, {})
         out.append({str(arg): tuple(_source(v, i, results, customer,
                                             tuple(allowed.get(str(arg), ())))
-                                    for v in _scalars(value))
+                                    for v in scalar_values(value))
                     for arg, value in c.arguments.items()})
     return out
 
@@ -199,7 +200,7 @@ def every_source(calls: Sequence[TracedCall], customer: str
         per_arg = {}
         for arg, value in c.arguments.items():
             per_value = []
-            for v in _scalars(value):
+            for v in scalar_values(value):
                 found = [ArgSource("step", step=k, path=path) for k in range(i - 1, 0, -1)
                          if (path := _in_result(v, results[k - 1])) is not None]
                 per_value.append(tuple(found) + ((ArgSource("customer"),)

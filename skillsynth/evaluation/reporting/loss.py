@@ -213,11 +213,18 @@ def ladder_points(run: Run) -> tuple[list[tuple[str, str]], str | None, str | No
     graded = not run.rows.empty and "gold_matched" in run.rows
     first = {s: min(pts.loc[pts["strategy"] == s, "point"], default=None) if graded else None
              for s in ("mismatched", "oracle-args")}
-    forms = pts["procedure_form"] if "procedure_form" in pts else ["prose"] * len(pts)
-    designs = sorted((p, f or "prose") for p, s, f in zip(pts["point"], pts["strategy"], forms,
-                                                          strict=True)
+    forms = _forms(run)
+    designs = sorted((p, forms[p]) for p, s in zip(pts["point"], pts["strategy"], strict=True)
                      if s in STRATEGIES and get_strategy(s).method is not None)
     return designs, first["mismatched"], first["oracle-args"]
+
+
+def _forms(run: Run) -> dict[str, str]:
+    """Point -> its ``procedure_form`` (prose where the run does not record one)."""
+    pts = run.points
+    forms = pts["procedure_form"] if "procedure_form" in pts else [None] * len(pts)
+    return {str(p): str(f) if isinstance(f, str) and f else "prose"
+            for p, f in zip(pts["point"], forms, strict=True)}
 
 
 #: The control rungs whose recalled prose a loss table reads beside the designs'.
@@ -234,10 +241,8 @@ def loss_tables(run: Run) -> dict[str, LossTable]:
     designs, wrong, upper = ladder_points(run)
     if wrong is None or upper is None:
         return {}
-    pts = run.points
-    forms = pts["procedure_form"].fillna("prose") if "procedure_form" in pts else \
-        pd.Series(["prose"] * len(pts), index=pts.index)
-    rungs = sorted(p for p, s, f in zip(pts["point"], pts["strategy"], forms, strict=True)
-                   if s in PROSE_RUNGS and f == "prose")
+    forms, pts = _forms(run), run.points
+    rungs = sorted(p for p, s in zip(pts["point"], pts["strategy"], strict=True)
+                   if s in PROSE_RUNGS and forms[p] == "prose")
     return {p: loss_table(run, p, mismatched=wrong, upper=upper)
             for p in [*(p for p, form in designs if form == "prose"), *rungs]}

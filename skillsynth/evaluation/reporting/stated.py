@@ -30,15 +30,14 @@ in another sentence (it errs towards "not stated").
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ...pipeline.provenance import TracedCall, every_source
+from ...pipeline.provenance import TracedCall, every_source, scalar_values
 from ...store import ToolCall
 from ...store.schema import TOOL_TEXT_LIMIT
-from ..point.controls import GoldAction, action_matches
+from ..point.controls import GoldAction, action_matches, call_arguments
 
 __all__ = ["Flow", "gold_flows", "sources_in_text"]
 
@@ -58,7 +57,7 @@ def gold_flows(gold: Sequence[GoldAction], calls: Sequence[ToolCall], customer: 
                ) -> list[Flow]:
     """Each gold action's argument sources in the run ``calls`` (module docstring)."""
     done = [c for c in calls if c.success]
-    traced = [TracedCall(name=c.tool_name, arguments=_args(c.args), result=c.result_summary or "")
+    traced = [TracedCall(name=c.tool_name, arguments=call_arguments(c.args) or {}, result=c.result_summary or "")
               for c in done]
     sources = every_source(traced, customer)
     used: set[int] = set()
@@ -77,25 +76,9 @@ def gold_flows(gold: Sequence[GoldAction], calls: Sequence[ToolCall], customer: 
     return out
 
 
-def _args(text: str | None) -> dict[str, Any]:
-    try:
-        value = json.loads(text) if text else {}
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def _scalars(value: Any) -> list[Any]:
-    if isinstance(value, Mapping):
-        return [x for v in value.values() for x in _scalars(v)]
-    if isinstance(value, list):
-        return [x for v in value for x in _scalars(v)]
-    return [value]
-
-
 def _has_value(statement: str, value: Any) -> bool:
     """Whether the statement carries every telling scalar of the gold value."""
-    told = [v for v in _scalars(value) if (isinstance(v, int | float) and not isinstance(
+    told = [v for v in scalar_values(value) if (isinstance(v, int | float) and not isinstance(
         v, bool)) or (isinstance(v, str) and len(v) >= _MIN_VALUE_CHARS)]
     low = statement.lower()
     return bool(told) and all(str(v).lower() in low for v in told)
