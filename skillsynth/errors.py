@@ -14,7 +14,8 @@ through untranslated (it is chained with ``raise ... from exc``)::
     │   │   └── UngroundedSkill  a skill naming a tool its runs never called
     │   ├── SkillValidationError a file on disk fails a validator profile
     │   └── PlanError            an executable plan is malformed or cannot bind (names the field)
-    │       └── PlanRefused      a plan or its inputs fail the world's tool schemas (nothing ran)
+    │       ├── PlanRefused      a plan or its inputs fail the world's tool schemas (nothing ran)
+    │       └── StepNotCalled    the harness declines a plan's step (its step limit)
     ├── PipelineError            a stage was handed input it cannot use
     ├── CorpusError              a corpus cannot be built or read as asked
     │   └── CorpusFormatError    a corpus record is broken (names file, record, field)
@@ -62,6 +63,7 @@ __all__ = [
     "SkillError",
     "SkillValidationError",
     "SkillsynthError",
+    "StepNotCalled",
     "StoreError",
     "UngroundedSkill",
     "WorldError",
@@ -155,6 +157,11 @@ class PlanError(SkillError, ValueError):
     def __init__(self, message: str, *, field: str | None = None):
         self.field = field
         super().__init__(f"{field}: {message}" if field else message)
+
+
+class StepNotCalled(PlanError):
+    """The harness declines one step of a running plan (its step limit is reached); the
+    plan's run stops there, nothing called, and says why."""
 
 
 class PlanRefused(PlanError):

@@ -273,3 +273,72 @@ def test_an_induced_plan_passes_the_check_and_replays_a_members_calls():
         run = execute_plan(plan, inputs, world, tool_specs=SPECS)
         assert run.complete, run.error
         assert world.calls == [(c.name, dict(c.arguments)) for c in recorded]
+
+
+# ---------------------------------------------------------------------- choices
+PICK = Plan(
+    inputs=(InputSlot("first_name", "string"), InputSlot("zip", "string"),
+            InputSlot("order_id", "string", "choice", FromStep(2, "orders[]")),
+            InputSlot("item_ids", "array", "choice", FromStep(3, "items[].item_id"))),
+    steps=(PlanStep("find_user_id_by_name_zip", {"first_name": FromInput("first_name"),
+                                                 "zip": FromInput("zip")}),
+           PlanStep("get_user_details", {"user_id": FromStep(1, "")}),
+           PlanStep("get_order_details", {"order_id": FromInput("order_id")}),
+           PlanStep("return_delivered_order_items", {
+               "order_id": FromStep(3, "order_id"), "item_ids": FromInput("item_ids"),
+               "payment_method_id": FromStep(2, "payment_methods.<key>"),
+               "reason": Const("defective")})),
+    version=2)
+TWO = {**USER, "orders": ["#W1", "#W2"]}
+
+
+def _order(args):
+    return {"order_id": args["order_id"], "items": [{"item_id": "i1"}, {"item_id": "i2"}]}
+
+
+def test_a_choice_left_out_stops_before_its_step_and_lists_the_values_to_pick_from():
+    assert plan_problems(PICK, SPECS) == [] and input_problems(PICK, INPUTS) == []
+    world = _world(get_user_details=TWO, get_order_details=_order)
+    run = execute_plan(PICK, INPUTS, world, tool_specs=SPECS)
+    assert run.error is None and not run.complete and len(world.calls) == 2
+    assert (run.needs.input, run.needs.step, run.needs.tool, run.needs.options) == (
+        "order_id", 3, "get_order_details", ("#W1", "#W2"))
+    # the pick resumes the run: the two reads are not called again
+    second = execute_plan(PICK, {**INPUTS, "order_id": "#W2"}, world, tool_specs=SPECS,
+                          resume=run)
+    assert second.needs.input == "item_ids" and second.needs.options == ("i1", "i2")
+    assert [c[0] for c in world.calls] == ["find_user_id_by_name_zip", "get_user_details",
+                                           "get_order_details"]
+    assert [(s.step, s.reused) for s in second.ran] == [(1, True), (2, True), (3, False)]
+    third = execute_plan(PICK, {**INPUTS, "order_id": "#W2", "item_ids": ["i2"]}, world,
+                         tool_specs=SPECS, resume=second)
+    assert third.complete and len(world.calls) == 4
+    assert world.calls[-1] == ("return_delivered_order_items", {
+        "order_id": "#W2", "item_ids": ["i2"], "payment_method_id": "paypal_1",
+        "reason": "defective"})
+
+
+def test_a_pick_not_among_the_values_is_refused_before_its_call():
+    world = _world(get_user_details=TWO, get_order_details=_order)
+    run = execute_plan(PICK, {**INPUTS, "order_id": "#W9"}, world, tool_specs=SPECS)
+    assert run.failed_step == 3 and len(world.calls) == 2
+    assert run.error == ("steps[3]: input 'order_id': \"#W9\" is not one of step 2's "
+                         "orders[] values (\"#W1\", \"#W2\")")
+    run = execute_plan(PICK, {**INPUTS, "order_id": "#W1", "item_ids": ["i1", "i9"]},
+                       _world(get_user_details=TWO, get_order_details=_order), tool_specs=SPECS)
+    assert run.failed_step == 4 and "'item_ids': \"i9\"" in run.error
+    with pytest.raises(PlanRefused, match="'item_ids': a pick of 1 to"):
+        execute_plan(PICK, {**INPUTS, "item_ids": []}, world, tool_specs=SPECS)
+    assert input_problems(PICK, {"first_name": "Mei"}) == ["input 'zip' is missing"]
+
+
+def test_a_changed_input_or_a_finished_run_is_not_resumed():
+    world = _world(get_user_details=TWO, get_order_details=_order)
+    run = execute_plan(PICK, INPUTS, world, tool_specs=SPECS)
+    other = execute_plan(PICK, {"first_name": "Ann", "zip": "1", "order_id": "#W1"}, world,
+                         tool_specs=SPECS, resume=run)
+    assert not any(s.reused for s in other.ran) and len(world.calls) == 5  # 2 + 3 again
+    done = execute_plan(PLAN, INPUTS, _world(), tool_specs=SPECS)
+    again = _world()
+    execute_plan(PLAN, INPUTS, again, tool_specs=SPECS, resume=done)
+    assert len(again.calls) == 3  # a run that did not stop for a pick is run again whole

@@ -120,6 +120,57 @@ def test_a_value_the_agent_chose_among_several_ends_the_plan_there():
     assert [s.name for s in plan.inputs] == ["first_name", "zip"]  # reason not yet used
 
 
+def test_with_choices_the_pick_is_left_to_the_caller_and_the_plan_reaches_the_write():
+    two = _return("d", "Lu", "30301", ["#W444", "#W445"], "defective", "cash_4",
+                  said="I am Lu, zip 30301. Return my order; reason: defective.")
+    plan = _plan(A, B, two, choices=True)
+    assert plan.complete and plan.version == 2
+    pick = InputSlot("order_id", "string", "choice", FromStep(2, "orders[]"))
+    assert plan.choices == (pick,)
+    assert plan.steps[2].args == {"order_id": FromInput("order_id")}
+    assert plan.steps[3].args["order_id"] == FromStep(3, "order_id")  # then bound again
+    text = render_plan(plan)
+    assert text.startswith("```skillsynth-plan v2\n") and parse_plan(text) == plan
+    for v in ("Mei", "#W111", "#W444", "#W445", "cash_4", "i1"):
+        assert v not in text
+    # a plan with no choice to leave is the v1 plan it was
+    assert _plan(A, B, C, choices=True) == _plan(A, B, C) and _plan(A, B, C).version == 1
+
+
+def test_a_chosen_subset_of_an_orders_items_is_one_array_choice():
+    def run(sid, name, order, items, returned):
+        return _session(sid, f"I am {name}. Return some items of {order}.", [
+            ("find_user_id_by_name", {"first_name": name}, f"{name}_1"),
+            ("get_order_details", {"order_id": order},
+             {"order_id": order, "items": [{"item_id": i} for i in items]}),
+            ("return_items", {"order_id": order, "item_ids": list(returned)}, "ok")])
+    runs = (run("a", "Mei", "#W1", ["i1", "i2", "i3"], ["i1", "i3"]),
+            run("b", "Ana", "#W2", ["i4", "i5"], ["i5"]))
+    assert _plan(*runs).stop == PlanStop(3, "return_items", "item_ids", "varies")
+    plan = _plan(*runs, choices=True)
+    assert plan.complete
+    assert plan.choices == (InputSlot("item_ids", "array", "choice",
+                                      FromStep(2, "items[].item_id")),)
+    assert plan.steps[2].args == {"order_id": FromStep(2, "order_id"),
+                                  "item_ids": FromInput("item_ids")}
+
+
+def test_a_choice_is_read_strictly():
+    plan = _plan(A, B, _return("d", "Lu", "30301", ["#W4", "#W5"], "defective", "c_4",
+                               said="I am Lu, zip 30301. Return my order; reason: x."),
+                 choices=True)
+    text = render_plan(plan)
+    with pytest.raises(PlanError, match="inputs\\[3\\].from"):  # a v1 block has no choices
+        parse_plan(text.replace("skillsynth-plan v2", "skillsynth-plan v1"))
+    with pytest.raises(PlanError, match="inputs\\[3\\].among"):
+        parse_plan(text.replace('"path": "orders[]"}}', '"path": "orders[]", "every": true}}'))
+    with pytest.raises(PlanError, match="has not run"):  # picked among a later step's values
+        parse_plan(text.replace('"among": {"step": 2', '"among": {"step": 3'))
+    with pytest.raises(PlanError, match="inputs\\[1\\].among"):  # the customer's inputs pick nothing
+        Plan((InputSlot("x", "string", "customer", FromStep(1, "")),),
+             (PlanStep("a", {"x": FromInput("x")}),), version=2)
+
+
 def test_a_value_in_several_results_falls_back_to_the_customers_words():
     # the same two orders, but this customer names the order: it becomes an input
     two = _return("d", "Lu", "30301", ["#W444", "#W445"], "defective", "cash_4")
@@ -247,7 +298,7 @@ def _with(path, value):
 
 
 @pytest.mark.parametrize("text,field", [
-    (_block(GOOD, "v2"), "version"),
+    (_block(GOOD, "v3"), "version"),
     (_block(GOOD, ""), "version"),
     (_block(GOOD) + "\n" + _block(GOOD), "body"),
     ("```skillsynth-plan v1\n{}", "body"),

@@ -102,6 +102,43 @@ def test_a_recalled_plan_becomes_one_tool_with_its_inputs_and_where_it_hands_bac
     assert "ends before cancel_order (you choose its reason)" in fn["description"]
 
 
+PICK = Plan(inputs=(InputSlot("name", "string"), InputSlot("zip", "string"),
+                    InputSlot("order_id", "string", "choice", FromStep(2, "orders[]"))),
+            steps=(*PLAN.steps[:2], PlanStep("get_order", {"order_id": FromInput("order_id")}),
+                   PlanStep("cancel_order", {"order_id": FromStep(3, "order_id"),
+                                             "reason": Const("no longer needed")})),
+            version=2)
+
+
+def test_a_plan_with_a_choice_asks_for_the_pick_and_goes_on_from_there():
+    skill = with_plan(SKILL, PICK)
+    tool = plan_tools([skill], SPECS).tools[0]
+    params = tool.spec["function"]["parameters"]
+    assert params["required"] == ["name", "zip"]  # the pick may be left out
+    assert params["properties"]["order_id"] == {"type": "string", "description": (
+        "your pick among the values at orders[] of step 2 (get_user); leave out to be "
+        "shown them")}
+    assert "You pick order_id among the values an earlier step returns" in \
+        tool.spec["function"]["description"]
+    ep = FakeEpisode()
+    llm = FakeScriptedAgent([_call(tool.name, {"name": "Ann", "zip": "12345"}),
+                             _call(tool.name, {"name": "Ann", "zip": "12345",
+                                               "order_id": "#W1"})])
+    run = run_agent(llm, ep, tool_specs=SPECS, recalled=[skill], config=Thresholds(),
+                    procedure_form="plan")
+    # each world call made once: the second call goes on from the pick
+    assert [c[0] for c in ep.calls] == ["find_user", "get_user", "get_order", "cancel_order"]
+    assert (run.success, run.steps, run.decisions, run.plan_calls, run.plan_steps,
+            run.plan_failures) == (True, 4, 2, 2, 4, 0)
+    first, second = (json.loads(t.result) for t in ep.scored if t.kind == "plan")
+    assert first["status"] == "needs your pick"
+    assert first["pick"] == {"input": "order_id", "for": "get_order", "one of": ["#W1"]}
+    assert first["next"].startswith("call this tool again with the same inputs and order_id")
+    assert second["status"] == "complete"
+    assert [(s["step"], s.get("ran")) for s in second["steps"]] == [
+        (1, "in your earlier call"), (2, "in your earlier call"), (3, None), (4, None)]
+
+
 def test_a_plan_the_worlds_tools_refuse_is_not_offered_and_is_counted():
     planted = with_plan(SKILL, Plan(inputs=(), steps=(
         PlanStep("delete_everything", {"confirm": Const(True)}),)))
@@ -208,6 +245,9 @@ def test_oracle_plan_needs_a_form_that_offers_the_plan():
     with pytest.raises(ConfigError, match="set procedure_form to plan or both"):
         PointOptions(strategy="oracle-plan")
     assert PointOptions(strategy="oracle-plan", procedure_form="both").procedure_form == "both"
+    with pytest.raises(ConfigError, match="plan_choices shapes the plans"):
+        PointOptions(plan_choices=True)
+    assert PointOptions(strategy="oracle-plan", procedure_form="plan", plan_choices=True)
 
 
 @dataclass
@@ -258,7 +298,7 @@ def test_oracle_plan_binds_the_gold_calls_and_keeps_the_customers_values_as_inpu
         assert value not in proc.markdown_body  # no user value anywhere
     assert "4. Call cancel_order" in prose
     assert gold.plan_counts() == {"complete": 1, "prefix": 0, "plan_steps": 4, "run_steps": 4,
-                                  "inputs": 2, "from_gold": 1}
+                                  "inputs": 2, "choices": 0, "from_gold": 1}
 
 
 @dataclass
@@ -322,6 +362,37 @@ def test_oracle_plan_runs_in_tau2_retail_and_taus_evaluators_score_the_run():
     assert all(t.via == tool.name and t.ok for t in world_calls)
     assert (run.steps, run.decisions, run.plan_steps, run.termination) == (
         4, 1, 4, "agent-stop")
+    assert run.score_detail["breakdown"]["DB"] == 1.0  # tau2 judged the world's state
+
+
+@pytest.mark.live
+def test_a_plan_with_a_choice_reaches_the_write_in_tau2_retail_and_tau2_scores_it():
+    from skillsynth.evaluation.live.worlds import get_world
+    from skillsynth.pipeline.recall import skill_from_procedure
+
+    retail = get_world("tau2:retail")
+    labels = {"p": SessionLabel("p", "tau2", "40", 4)}  # pay a pending order another way
+    prefix = find_plan(GoldSource(labels, {"p": "40"}, retail).recall(
+        "oracle-plan", "p").markdown_body)
+    assert prefix.stop.reason == "choice" and len(prefix.steps) == 3  # ends at the pick
+    skill = skill_from_procedure(GoldSource(labels, {"p": "40"}, retail, plan_choices=True)
+                                 .recall("oracle-plan", "p"))
+    plan = find_plan(skill.body)
+    assert plan.complete and [s.name for s in plan.choices] == ["payment_method_id"]
+    gold = dict(retail.gold_actions("40"))
+    email, pick = (gold["find_user_id_by_email"]["email"],
+                   gold["modify_pending_order_payment"]["payment_method_id"])
+    tool = plan_tools([skill], retail.tool_specs()).tools[0]
+    llm = FakeScriptedAgent([(tool.name, {"email": email}),
+                             (tool.name, {"email": email, "payment_method_id": pick}),
+                             (DONE_TOOL, {})])
+    run = run_agent(llm, retail.start("40"), tool_specs=retail.tool_specs(), recalled=[skill],
+                    config=Thresholds(), solo=True, procedure_form="plan")
+    first = json.loads(next(t.result for t in run.transcript if t.kind == "plan"))
+    assert first["status"] == "needs your pick" and pick in first["pick"]["one of"]
+    world_calls = [t.name for t in run.transcript if t.kind == "call"]
+    assert world_calls == [a for a, _ in retail.gold_actions("40")]  # none made twice
+    assert (run.steps, run.decisions, run.plan_calls, run.plan_steps) == (4, 2, 2, 4)
     assert run.score_detail["breakdown"]["DB"] == 1.0  # tau2 judged the world's state
 
 

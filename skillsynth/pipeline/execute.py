@@ -18,6 +18,14 @@ Before each call the step's arguments are resolved (:func:`~.plan.resolve_bindin
 validated against the tool's JSON schema (:func:`schema_errors`), every string bounded.
 The first step that cannot be bound, fails validation or whose call fails ends the run: the
 :class:`PlanRun` says what ran, the error and the partial results, so the agent can go on.
+
+**Choice inputs** (:attr:`~.plan.Plan.choices`) may be left out. Before a step that uses one,
+the values at the choice's ``among`` path in the earlier step's result are read: a pick given
+must be one of them (each element, for an ``array`` choice), else the run stops there with
+nothing called; a pick left out stops the run with :attr:`PlanRun.needs` listing them. A
+later call given the pick and the same earlier inputs *resumes* that run
+(``execute_plan(..., resume=...)``): the steps it ran are not called again (no write is
+repeated), and their results bind the rest.
 """
 
 from __future__ import annotations
@@ -25,24 +33,29 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from ..errors import PlanError, PlanRefused
+from ..errors import PlanError, PlanRefused, StepNotCalled
 from .plan import (
+    MAX_BINDING_ITEMS,
     MAX_STRING_CHARS,
     Binding,
     Const,
     FromInput,
     FromStep,
+    InputSlot,
     ListOf,
+    ObjectOf,
     Plan,
     PlanStop,
     parse_result,
     resolve_binding,
+    resolve_path,
+    value_key,
 )
 
-__all__ = ["PlanRun", "StepOutcome", "StepRun", "WorldCall", "check_plan", "execute_plan",
+__all__ = ["Needs", "PlanRun", "StepOutcome", "StepRun", "WorldCall", "check_plan", "execute_plan",
            "input_problems", "plan_problems", "schema_errors"]
 
 _MAX_SCHEMA_DEPTH = 32
@@ -60,19 +73,33 @@ class StepOutcome(Protocol):
 
 
 #: One call into the world: (tool name, arguments) -> its outcome. A world episode's
-#: ``execute`` is one; a harness may wrap it to record the call in its transcript.
+#: ``execute`` is one; a harness may wrap it to record the call in its transcript, or raise
+#: :class:`~skillsynth.errors.StepNotCalled` to decline it (the run stops there).
 WorldCall = Callable[[str, dict[str, Any]], StepOutcome]
 
 
 @dataclass(frozen=True)
 class StepRun:
-    """One step that was called: its number, tool, resolved arguments and outcome."""
+    """One step that was called: its number, tool, resolved arguments and outcome;
+    ``reused``: called by the run this one resumed, not called again."""
 
     step: int
     tool: str
     arguments: Mapping[str, Any]
     result: str
     ok: bool
+    reused: bool = False
+
+
+@dataclass(frozen=True)
+class Needs:
+    """A choice the caller left out: the input, the step that uses it (1-based) and its
+    tool, and the values to pick from (distinct, in the result's order)."""
+
+    input: str
+    step: int
+    tool: str
+    options: tuple[Any, ...]
 
 
 @dataclass(frozen=True)
@@ -86,17 +113,21 @@ class PlanRun:
         failed_step: the step ``error`` is about (1-based), else None.
         handoff: where the plan itself ends before the run it came from did
             (:attr:`~.plan.Plan.stop`): the agent continues from there.
+        needs: the choice input the run stopped for (None: it did not).
+        inputs: the inputs it ran with (a resumed run: the earlier ones and the new).
     """
 
     ran: tuple[StepRun, ...]
     error: str | None = None
     failed_step: int | None = None
     handoff: PlanStop | None = None
+    needs: Needs | None = None
+    inputs: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
         """Every step ran and succeeded and the plan covers the whole procedure."""
-        return self.error is None and self.handoff is None
+        return self.error is None and self.handoff is None and self.needs is None
 
     @property
     def results(self) -> tuple[str, ...]:
@@ -345,18 +376,28 @@ def check_plan(plan: Plan, tool_specs: Sequence[Mapping[str, Any]]) -> None:
 
 
 def input_problems(plan: Plan, inputs: Mapping[str, Any]) -> list[str]:
-    """Why ``inputs`` cannot be given to ``plan``: a missing or unknown input, a value not
-    of its slot's type, a string over :data:`~.plan.MAX_STRING_CHARS`."""
+    """Why ``inputs`` cannot be given to ``plan``: a missing customer input or an unknown
+    input, a value not of its slot's type (an ``array`` choice: 1 to
+    :data:`~.plan.MAX_BINDING_ITEMS` scalars), a string over :data:`~.plan.MAX_STRING_CHARS`.
+    A choice may be left out."""
     slots = {s.name: s for s in plan.inputs}
     out = [f"input {n!r} is not one of the plan's inputs" for n in inputs if n not in slots]
     for name, slot in slots.items():
         if name not in inputs:
-            out.append(f"input {name!r} is missing")
-        elif not _is_type(inputs[name], slot.type):
-            out.append(f"input {name!r}: {_short(inputs[name])} is not of type {slot.type}")
-        elif isinstance(inputs[name], str) and len(inputs[name]) > MAX_STRING_CHARS:
-            out.append(f"input {name!r} has {len(inputs[name])} characters; the limit is "
-                       f"{MAX_STRING_CHARS}")
+            if slot.source != "choice":
+                out.append(f"input {name!r} is missing")
+            continue
+        value = inputs[name]
+        if not _is_type(value, slot.type):
+            out.append(f"input {name!r}: {_short(value)} is not of type {slot.type}")
+        elif slot.type == "array" and not (0 < len(value) <= MAX_BINDING_ITEMS and all(
+                v is None or isinstance(v, bool | int | float | str) for v in value)):
+            out.append(f"input {name!r}: a pick of 1 to {MAX_BINDING_ITEMS} values, each a "
+                       "string, number, boolean or null")
+        else:
+            out += [f"input {name!r} has {len(v)} characters; the limit is {MAX_STRING_CHARS}"
+                    for v in (value if isinstance(value, list) else [value])
+                    if isinstance(v, str) and len(v) > MAX_STRING_CHARS]
     return out
 
 
@@ -372,20 +413,65 @@ def _long_strings(value: Any, where: str) -> list[str]:
 
 
 # ---------------------------------------------------------------------- running it
+def _used(b: Binding) -> list[str]:
+    """The inputs a binding uses, in its order."""
+    if isinstance(b, FromInput):
+        return [b.name]
+    if isinstance(b, ListOf):
+        return [n for x in b.items for n in _used(x)]
+    if isinstance(b, ObjectOf):
+        return [n for x in b.fields.values() for n in _used(x)]
+    return []
+
+
+def _resumable(plan: Plan, inputs: Mapping[str, Any], resume: PlanRun | None) -> int:
+    """How many steps of ``resume`` this call goes on from: all it ran when it stopped for a
+    choice and every input it had is given again with the same value, else 0."""
+    if resume is None or resume.needs is None or resume.error is not None or any(
+            n not in inputs or value_key(inputs[n]) != value_key(v)
+            for n, v in resume.inputs.items()):
+        return 0
+    return len(resume.ran) if len(resume.ran) < len(plan.steps) else 0
+
+
+def _pick(slot: InputSlot, inputs: Mapping[str, Any], parsed: Sequence[Any], step: int,
+          tool: str) -> Needs | str | None:
+    """A choice input before the step that uses it: what it may be picked among when it
+    was left out, why the pick given is not one of those values, or None (it is)."""
+    assert slot.among is not None
+    options = {value_key(v): v for v in resolve_path(parsed[slot.among.step - 1],
+                                                     slot.among.path)
+               if v is None or isinstance(v, bool | int | float | str)}
+    if slot.name not in inputs:
+        return Needs(input=slot.name, step=step, tool=tool, options=tuple(options.values()))
+    picked = inputs[slot.name] if slot.type == "array" else [inputs[slot.name]]
+    bad = [v for v in picked if value_key(v) not in options]
+    if not bad:
+        return None
+    shown = ", ".join(_short(v) for v in list(options.values())[:12]) or "none"
+    return (f"steps[{step}]: input {slot.name!r}: {_short(bad[0])} is not one of step "
+            f"{slot.among.step}'s {slot.among.path or '(whole result)'} values ({shown})")
+
+
 def execute_plan(plan: Plan, inputs: Mapping[str, Any], call: WorldCall, *,
-                 tool_specs: Sequence[Mapping[str, Any]]) -> PlanRun:
+                 tool_specs: Sequence[Mapping[str, Any]], resume: PlanRun | None = None
+                 ) -> PlanRun:
     """Run ``plan``'s steps in order through ``call``, one world call per step.
 
     Nothing is called unless the plan passes :func:`check_plan` against ``tool_specs`` and
     the inputs pass :func:`input_problems`. Each step's arguments are resolved from the
     inputs and the earlier results and validated against the tool's schema before its
-    call; the first step that cannot be, or whose call fails, ends the run.
+    call; the first step that cannot be, or whose call fails, ends the run. A choice left
+    out stops the run before the step that uses it (:attr:`PlanRun.needs`).
 
     Args:
         plan: the plan (from :func:`~.plan.find_plan` of a recalled skill's body).
         inputs: input name -> value, as the plan's slots declare them.
         call: one world call (a world episode's ``execute``, or a harness's wrapper).
         tool_specs: the world's tools as OpenAI function schemas.
+        resume: this plan's earlier run in the same episode; when it stopped for a choice
+            and ``inputs`` repeat its inputs, its steps are not called again (module
+            docstring).
 
     Raises:
         PlanRefused: the plan or the inputs are refused; nothing was called.
@@ -395,24 +481,41 @@ def execute_plan(plan: Plan, inputs: Mapping[str, Any], call: WorldCall, *,
     if problems:
         raise PlanRefused(problems)
     tools = _tools(tool_specs)
-    ran: list[StepRun] = []
-    parsed: list[Any] = []
-    for k, step in enumerate(plan.steps, 1):
+    choices = {s.name: s for s in plan.choices}
+    done = _resumable(plan, inputs, resume)
+    ran: list[StepRun] = [replace(s, reused=True) for s in resume.ran[:done]] if resume else []
+    parsed: list[Any] = [parse_result(s.result) for s in ran]
+    given = dict(inputs)
+
+    def stopped(k: int, error: str | None = None, needs: Needs | None = None) -> PlanRun:
+        return PlanRun(ran=tuple(ran), error=error, failed_step=k if error else None,
+                       handoff=plan.stop, needs=needs, inputs=given)
+
+    for k, step in enumerate(plan.steps[done:], done + 1):
         where = f"steps[{k}].args"
+        for name in dict.fromkeys(n for b in step.args.values() for n in _used(b)):
+            if name in choices:
+                got = _pick(choices[name], inputs, parsed, k, step.tool)
+                if isinstance(got, Needs):
+                    return stopped(k, needs=got)
+                if got is not None:
+                    return stopped(k, error=got)
         try:
             args = {a: resolve_binding(b, parsed, inputs, where=f"{where}.{a}")
                     for a, b in step.args.items()}
         except PlanError as exc:
-            return PlanRun(ran=tuple(ran), error=str(exc), failed_step=k, handoff=plan.stop)
+            return stopped(k, error=str(exc))
         errors = schema_errors(args, tools[step.tool], where=where) + _long_strings(args, where)
         if errors:
-            return PlanRun(ran=tuple(ran), error="; ".join(errors), failed_step=k,
-                           handoff=plan.stop)
-        outcome = call(step.tool, args)
+            return stopped(k, error="; ".join(errors))
+        try:
+            outcome = call(step.tool, args)
+        except StepNotCalled as exc:
+            return stopped(k, error=f"steps[{k}]: not called: {exc}")
         ran.append(StepRun(step=k, tool=step.tool, arguments=args, result=str(outcome.result),
                            ok=bool(outcome.ok)))
         if not outcome.ok:
-            return PlanRun(ran=tuple(ran), error=f"steps[{k}]: {step.tool} failed: "
-                           f"{str(outcome.result)[:300]}", failed_step=k, handoff=plan.stop)
+            return stopped(k, error=f"steps[{k}]: {step.tool} failed: "
+                           f"{str(outcome.result)[:300]}")
         parsed.append(parse_result(str(outcome.result)))
-    return PlanRun(ran=tuple(ran), handoff=plan.stop)
+    return stopped(len(plan.steps))

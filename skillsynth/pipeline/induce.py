@@ -21,7 +21,13 @@ and its ``stop`` names that call, the argument and why (``unknown``: a member's 
 in its run; ``choice``: it is one of several values at a result path in every member, so
 the agent chose it; ``varies``: each member's value has a source but not the same one;
 ``private``: binding it would write a member's value into a path or key). No value from the runs reaches
-the plan but a constant every member passed. A member without the matching call, or
+the plan but a constant every member passed.
+
+**Choices** (``choices=True``): where the runs chose, the pick is left to the caller instead
+of ending the plan: a choice input (:mod:`.plan`) among the values at the one path that
+holds the value in every member. A list of scalars (the items an exchange names) is bound
+element by element where that needs no pick, else as one ``array`` choice among the values
+at one path holding every member's every element (the members may pick different numbers). A member without the matching call, or
 without the argument, does not contradict (as :func:`~.provenance.cluster_dataflow`).
 
 Results are read as GAIA stores them: cut at 500 characters, so a JSON result is read as
@@ -133,6 +139,12 @@ def _shape(value: Any) -> Any:
     return "leaf"
 
 
+def _scalar_lists(values: list[Any]) -> bool:
+    """Whether every value is a non-empty list of scalars."""
+    return all(isinstance(v, list) and v and not any(isinstance(x, list | dict) for x in v)
+               for v in values)
+
+
 def _json_type(value: Any) -> str:
     return {bool: "boolean", int: "integer", float: "number", str: "string"}.get(
         type(value), "other")
@@ -185,8 +197,8 @@ class _Run:
 class _Inducer:
     """The bindings of the representative's calls, checked against every member."""
 
-    def __init__(self, runs: list[_Run]):
-        self.runs, self.rep = runs, runs[0]
+    def __init__(self, runs: list[_Run], choices: bool = False):
+        self.runs, self.rep, self.choices = runs, runs[0], choices
         self.keys = [(t, self.rep.tools[:i].count(t)) for i, t in enumerate(self.rep.tools)]
         self.inputs: list[tuple[InputSlot, dict[str, str]]] = []
         self.private = {str(v) for r in runs for c in r.calls
@@ -200,6 +212,8 @@ class _Inducer:
         every = self._every(i, arg, peers, pos, values)
         if every is not None:
             return every
+        if self.choices and _scalar_lists(values):
+            return self._some(i, arg, peers, pos, values)
         if len({_shape(v) for v in values}) > 1:
             return "varies"
         first = values[0]
@@ -222,20 +236,24 @@ class _Inducer:
                     pos: tuple[Any, ...], private: bool = False) -> list[tuple[int, str]]:
         """(plan step, path) where members' provenance found the value, in a step before
         ``i``: provenance's path, then every path the parsed result holds it at (only those
-        with a member's value as a key when ``private``)."""
+        with a member's value as a key when ``private``); under ``choices``, then every path
+        of every earlier step's result that holds it (nearest first)."""
         out: list[tuple[int, str]] = []
         for r, j in peers:
             src = r.source(j, arg, pos)
-            if src.kind != "step" or src.step is None:
-                continue
-            tool = r.tools[src.step - 1]
-            key = (tool, r.tools[:src.step - 1].count(tool))
-            if key not in self.keys[:i]:
-                continue
-            found = [src.path] if src.path else []
-            found += sorted(set(_paths(r.results[src.step - 1], _at(
-                r.calls[j].arguments[arg], pos))), key=lambda p: (p.count(".") + p.count("[]"), p))
-            out += [(self.keys.index(key) + 1, p) for p in found]
+            value = _at(r.calls[j].arguments[arg], pos)
+            steps = [src.step] if src.kind == "step" and src.step is not None else []
+            if self.choices:
+                steps += [n for n in range(j, 0, -1) if n not in steps]
+            for n in steps:
+                tool = r.tools[n - 1]
+                key = (tool, r.tools[:n - 1].count(tool))
+                if key not in self.keys[:i]:
+                    continue
+                found = [src.path] if src.path and n == src.step else []
+                found += sorted(set(_paths(r.results[n - 1], value)),
+                                key=lambda p: (p.count(".") + p.count("[]"), p))
+                out += [(self.keys.index(key) + 1, p) for p in found]
         return [(k, p) for k, p in dict.fromkeys(out) if PATH_RE.match(p) and private == any(
             seg.split("[]")[0] in self.private for seg in p.split("."))]
 
@@ -261,14 +279,41 @@ class _Inducer:
         """A list of scalars that is, in every member, all the values at one result path,
         and in some member more than one (with one value each, "all of them" and "the one"
         cannot be told apart, and the one-value rule is the one that refuses to guess)."""
-        if not all(isinstance(v, list) and v and not any(isinstance(x, list | dict) for x in v)
-                   for v in values) or not any(len(v) > 1 for v in values):
+        if not _scalar_lists(values) or not any(len(v) > 1 for v in values):
             return None
         for k, path in self._candidates(i, arg, peers, (*pos, 0)):
             b = FromStep(step=k, path=path, every=True)
             if all(self._gives(r, j, b, v) for (r, j), v in zip(peers, values, strict=True)):
                 return b
         return None
+
+    def _some(self, i: int, arg: str, peers: list[tuple[_Run, int]], pos: tuple[Any, ...],
+              values: list[Any]) -> Binding | StopReason:
+        """A list of scalars under ``choices``: bound element by element where that binds
+        without a pick, else one ``array`` choice among the values at the one result path
+        that holds every member's every element."""
+        kept, self.choices = len(self.inputs), False
+        try:
+            got = self.bind(i, arg, peers, pos) if len({_shape(v) for v in values}) == 1 \
+                else "varies"
+        finally:
+            self.choices = True
+        if not isinstance(got, str) or got not in ("choice", "varies"):
+            return got
+        del self.inputs[kept:]
+        pairs = list(zip(peers, values, strict=True))
+        held = [b for b in (FromStep(*c) for c in self._candidates(i, arg, peers, (*pos, 0)))
+                if all(all(self._among(r, j, b, x) for x in v) for (r, j), v in pairs)]
+        return self._input(arg, pos, peers, values, among=self._narrowest(peers, held)) \
+            if held else got
+
+    def _narrowest(self, peers: list[tuple[_Run, int]], held: list[FromStep]) -> FromStep:
+        """Of the paths that hold every member's pick, the one with the fewest values to
+        pick from (the order's items, not every variant of the product)."""
+        def width(b: FromStep) -> int:
+            return max(len({value_key(v) for v in resolve_path(r.results[jk], b.path)})
+                       for r, j in peers if (jk := r.at(*self.keys[b.step - 1])) is not None)
+        return min(held, key=width)
 
     def _leaf(self, i: int, arg: str, peers: list[tuple[_Run, int]], pos: tuple[Any, ...],
               values: list[Any]) -> Binding | StopReason:
@@ -286,9 +331,11 @@ class _Inducer:
         if any(r.source(j, arg, pos).kind == "unknown" for r, j in peers):
             return "unknown"
         pairs = list(zip(peers, values, strict=True))
-        if any(all(self._among(r, j, FromStep(*c), v) for (r, j), v in pairs)
-               for c in self._candidates(i, arg, peers, pos)):
-            return "choice"  # one path holds it among others, in every member
+        held = [b for b in (FromStep(*c) for c in self._candidates(i, arg, peers, pos))
+                if all(self._among(r, j, b, v) for (r, j), v in pairs)]
+        if held:  # one path holds it among others, in every member: the agent chose
+            return self._input(arg, pos, peers, values, among=self._narrowest(peers, held)) \
+                if self.choices else "choice"
         if all(any(self._among(r, j, FromStep(*c), v)
                    for c in self._candidates(i, arg, [(r, j)], pos, private=True))
                for (r, j), v in pairs):
@@ -296,12 +343,13 @@ class _Inducer:
         return "varies"
 
     def _input(self, arg: str, pos: tuple[Any, ...], peers: list[tuple[_Run, int]],
-               values: list[Any]) -> Binding | StopReason:
-        """The input for a customer's value: one that has the same value in every member,
-        else a new one named after the argument."""
+               values: list[Any], among: FromStep | None = None) -> Binding | StopReason:
+        """The input for a customer's value (a pick among ``among``'s values): one that has
+        the same value in every member (and the same ``among``), else a new one named after
+        the argument."""
         seen = {r.sid: value_key(v) for (r, _), v in zip(peers, values, strict=True)}
         for slot, had in self.inputs:
-            if all(had.get(sid) == v for sid, v in seen.items()):
+            if slot.among == among and all(had.get(sid) == v for sid, v in seen.items()):
                 return FromInput(slot.name)
         if len(self.inputs) == MAX_PLAN_INPUTS:
             return "limit"
@@ -311,13 +359,17 @@ class _Inducer:
         taken = {s.name for s, _ in self.inputs}
         name = next(n for n in (base, *(f"{base}_{k}" for k in range(2, 99)))
                     if n not in taken)
-        self.inputs.append((InputSlot(name=name, type=cast(InputType, _json_type(values[0]))), seen))
+        kind = "array" if isinstance(values[0], list) else _json_type(values[0])
+        self.inputs.append((InputSlot(name=name, type=cast(InputType, kind),
+                                      source="customer" if among is None else "choice",
+                                      among=among), seen))
         return FromInput(name)
 
 
 def induce_plan(members: Sequence[SessionSequence], representative: SessionSequence, *,
                 enums: Mapping[str, Mapping[str, Sequence[Any]]] | None = None,
-                customer: Mapping[str, str] | None = None) -> Plan | None:
+                customer: Mapping[str, str] | None = None, choices: bool = False
+                ) -> Plan | None:
     """The plan of a cluster's representative run, bound where every member agrees (rule in
     the module docstring); None when not even its first call can be bound.
 
@@ -329,11 +381,13 @@ def induce_plan(members: Sequence[SessionSequence], representative: SessionSeque
         customer: session id -> everything its customer said (default: the run's goal,
             its first user turn); a corpus whose goal leaves out what the customer knows
             (tau2's ``known_info``) passes it here.
+        choices: where the runs chose among several values at one result path, leave the
+            pick to the caller (a v2 choice input) instead of ending the plan there.
     """
     said = customer or {}
     runs = [_Run(m, enums, said.get(m.session_id)) for m in (representative, *(
         m for m in members if m.session_id != representative.session_id))]
-    ind = _Inducer(runs)
+    ind = _Inducer(runs, choices)
     steps: list[PlanStep] = []
     stop: PlanStop | None = None
     for i, call in enumerate(ind.rep.calls):
@@ -360,4 +414,6 @@ def induce_plan(members: Sequence[SessionSequence], representative: SessionSeque
         steps.append(PlanStep(tool=call.name, args=args))
     if not steps:
         return None
-    return Plan(inputs=tuple(s for s, _ in ind.inputs), steps=tuple(steps), stop=stop)
+    inputs = tuple(s for s, _ in ind.inputs)
+    return Plan(inputs=inputs, steps=tuple(steps), stop=stop,
+                version=2 if any(s.source == "choice" for s in inputs) else 1)

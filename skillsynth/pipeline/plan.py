@@ -4,7 +4,7 @@ Prose leaves every step to the agent, and every step it re-derives is one it can
 plan binds each argument of each step to where its value comes from: an input the customer
 gives, a field of an earlier step's result, or a constant (ASI's skills as programs).
 
-**Stored form** (``skillsynth-plan v1``). GAIA's schema does not change: the plan is a fenced
+**Stored form** (``skillsynth-plan v1``, v2 with choices). GAIA's schema does not change: the plan is a fenced
 block in the SKILL.md body, written after ``## Edge cases``, so GAIA's recall cut
 (``max_recall_body_chars``) drops the plan before any prose, and both SKILL.md validators
 accept it (neither has body rules). The block is JSON: strict (no repeated key, no NaN),
@@ -37,6 +37,16 @@ result, read as JSON, else as text. **Several values**: a one-value binding take
 distinct values at its path and needs exactly one; none, or two different ones, fail the
 step (the plan never chooses between an order's items: it hands back to the agent). An
 ``every`` binding takes all values in the result's order and needs at least one.
+
+**Choices** (``skillsynth-plan v2``; a plan without one is still written as v1). Where the
+runs *chose* a value among several at one result path (which order, which item), a plan may
+leave the pick to its caller instead of ending there: an input ``{"name": "order_id",
+"type": "string", "from": "choice", "among": {"step": 2, "path": "orders[]"}}`` (type
+``array``: several of them). The caller may give it up front; else the executor stops
+before the first step that uses it and shows the values at ``among`` to pick from, and a
+second call with the pick goes on from there. A pick that is not one of those values is
+refused before any call, so a choice widens what the caller decides by nothing: the plan
+still holds no value of the runs.
 """
 
 from __future__ import annotations
@@ -46,21 +56,24 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from ..errors import PlanError
 from .skill import TOOL_RE, Skill
 
 __all__ = ["IDENT_RE", "INPUT_TYPES", "MAX_BINDING_DEPTH", "MAX_BINDING_ITEMS", "MAX_PLAN_CHARS",
            "MAX_PLAN_INPUTS", "MAX_PLAN_STEPS", "MAX_STRING_CHARS", "PATH_RE", "PLAN_VERSION",
-           "STOP_REASONS", "Binding", "Const", "FromInput", "FromStep", "InputSlot", "InputType",
-           "ListOf", "ObjectOf", "Plan", "PlanStep", "PlanStop", "StopReason", "find_plan",
-           "parse_plan", "parse_result", "render_plan", "resolve_binding", "resolve_path",
+           "READ_VERSIONS", "STOP_REASONS", "Binding", "Const", "FromInput", "FromStep",
+           "InputSlot", "InputSource", "InputType", "ListOf", "ObjectOf", "Plan", "PlanStep",
+           "PlanStop", "StopReason", "find_plan", "parse_plan", "parse_result", "render_plan", "resolve_binding", "resolve_path",
            "strip_plan", "value_key", "with_plan"]
 
-PLAN_VERSION = 1
+#: The newest stored form: v2 adds choice inputs; a plan without one is written as v1.
+PLAN_VERSION = 2
+READ_VERSIONS = (1, 2)
 InputType = Literal["string", "integer", "number", "boolean"]
 INPUT_TYPES: tuple[InputType, ...] = ("string", "integer", "number", "boolean")
+InputSource = Literal["customer", "choice"]
 #: Why a plan ends before the run does: an argument's source is not in the run, differs
 #: between the members, is one of several values at its path (the agent chose), would put a
 #: member's value in a path or key, is under a name a plan cannot carry, or a size limit.
@@ -128,11 +141,18 @@ Binding = FromInput | FromStep | Const | ListOf | ObjectOf
 
 @dataclass(frozen=True)
 class InputSlot:
-    """One input of a plan: its name, its JSON type, and who gives it (the customer)."""
+    """One input of a plan: its name, its JSON type, and who gives it.
+
+    ``source`` ``customer``: a value the customer gives. ``choice`` (v2): a value the caller
+    picks among the values at ``among`` (an earlier step's result path) once that step has
+    run; ``type`` ``array`` picks several. A caller that leaves a choice out is shown the
+    values to pick from (:func:`~.execute.execute_plan`).
+    """
 
     name: str
-    type: InputType
-    source: Literal["customer"] = "customer"
+    type: InputType | Literal["array"]
+    source: InputSource = "customer"
+    among: FromStep | None = None
 
 
 @dataclass(frozen=True)
@@ -163,13 +183,14 @@ class Plan:
         inputs: the values the caller gives, each used by some step.
         steps: the calls in order (at least one).
         stop: None when the plan covers the whole run; else where it hands back.
-        version: the stored form's version (:data:`PLAN_VERSION`).
+        version: the stored form's version (:data:`READ_VERSIONS`; 2 when it has a
+            choice input).
     """
 
     inputs: tuple[InputSlot, ...]
     steps: tuple[PlanStep, ...]
     stop: PlanStop | None = None
-    version: int = PLAN_VERSION
+    version: int = 1
 
     def __post_init__(self) -> None:
         _check_plan_fields(self)
@@ -179,15 +200,20 @@ class Plan:
         """Whether the plan covers the whole run it was induced from."""
         return self.stop is None
 
+    @property
+    def choices(self) -> tuple[InputSlot, ...]:
+        """The inputs the caller picks among an earlier step's values."""
+        return tuple(s for s in self.inputs if s.source == "choice")
+
 
 def _fail(field: str, message: str) -> PlanError:
     return PlanError(message, field=field)
 
 
 def _check_plan_fields(plan: Plan) -> None:
-    if plan.version != PLAN_VERSION:
+    if plan.version not in READ_VERSIONS:
         raise _fail("version", f"{plan.version!r} is not supported (this skillsynth reads "
-                    f"v{PLAN_VERSION})")
+                    f"{', '.join(f'v{v}' for v in READ_VERSIONS)})")
     if len(plan.inputs) > MAX_PLAN_INPUTS:
         raise _fail("inputs", f"{len(plan.inputs)} inputs; the limit is {MAX_PLAN_INPUTS}")
     names: set[str] = set()
@@ -198,13 +224,11 @@ def _check_plan_fields(plan: Plan) -> None:
         if slot.name in names:
             raise _fail(f"{where}.name", f"{slot.name!r} is named twice")
         names.add(slot.name)
-        if slot.type not in INPUT_TYPES:
-            raise _fail(f"{where}.type", f"{slot.type!r} is not one of {', '.join(INPUT_TYPES)}")
-        if slot.source != "customer":
-            raise _fail(f"{where}.from", f"{slot.source!r}: v1 inputs come from the customer")
+        _check_slot(slot, where, plan.version)
     if not plan.steps or len(plan.steps) > MAX_PLAN_STEPS:
         raise _fail("steps", f"{len(plan.steps)} steps; a plan has 1 to {MAX_PLAN_STEPS}")
     used: set[str] = set()
+    after = {s.name: s.among.step for s in plan.choices if s.among is not None}
     for k, step in enumerate(plan.steps, 1):
         where = f"steps[{k}]"
         if not isinstance(step.tool, str) or not TOOL_RE.match(step.tool):
@@ -212,7 +236,12 @@ def _check_plan_fields(plan: Plan) -> None:
         for arg, b in step.args.items():
             if not isinstance(arg, str) or not IDENT_RE.match(arg):
                 raise _fail(f"{where}.args", f"{arg!r} is not an argument name")
-            used |= _check_binding(b, f"{where}.args.{arg}", k, names, 1)
+            got = _check_binding(b, f"{where}.args.{arg}", k, names, 1)
+            early = sorted(n for n in got if after.get(n, 0) >= k)
+            if early:
+                raise _fail(f"{where}.args.{arg}", f"choice input {early[0]!r} is picked "
+                            f"among step {after[early[0]]}'s values, which has not run")
+            used |= got
     unused = sorted(names - used)
     if unused:
         raise _fail("inputs", f"{', '.join(unused)} not used by any step")
@@ -228,6 +257,25 @@ def _check_plan_fields(plan: Plan) -> None:
             raise _fail("stop.tool", f"{s.tool!r} is not a tool name")
         if not isinstance(s.argument, str) or s.argument and not IDENT_RE.match(s.argument):
             raise _fail("stop.argument", f"{s.argument!r} is not an argument name")
+
+
+def _check_slot(slot: InputSlot, where: str, version: int) -> None:
+    if slot.source == "customer":
+        if slot.type not in INPUT_TYPES:
+            raise _fail(f"{where}.type", f"{slot.type!r} is not one of {', '.join(INPUT_TYPES)}")
+        if slot.among is not None:
+            raise _fail(f"{where}.among", "only a choice input is picked among a step's values")
+        return
+    if slot.source != "choice" or version < 2:
+        raise _fail(f"{where}.from", f"{slot.source!r}: v{version} inputs come from the "
+                    + ("customer" if version < 2 else "customer or a choice"))
+    if slot.type not in (*INPUT_TYPES, "array"):
+        raise _fail(f"{where}.type", f"{slot.type!r} is not one of "
+                    f"{', '.join((*INPUT_TYPES, 'array'))}")
+    b = slot.among
+    if not isinstance(b, FromStep) or b.every:
+        raise _fail(f"{where}.among", "a choice names one step's result path to pick among")
+    _check_binding(b, f"{where}.among", MAX_PLAN_STEPS + 1, set(), 1)
 
 
 def _check_binding(b: Any, where: str, step: int, names: set[str], depth: int) -> set[str]:
@@ -290,8 +338,10 @@ def _dump(value: Any) -> str:
 
 
 def render_plan(plan: Plan) -> str:
-    """The plan as its fenced ``skillsynth-plan v1`` block (no trailing newline)."""
-    inputs = [{"name": s.name, "type": s.type, "from": s.source} for s in plan.inputs]
+    """The plan as its fenced ``skillsynth-plan`` block (no trailing newline)."""
+    inputs = [{"name": s.name, "type": s.type, "from": s.source,
+               **({"among": _encode(s.among)} if s.among is not None else {})}
+              for s in plan.inputs]
     steps = [{"tool": s.tool, "args": {a: _encode(b) for a, b in s.args.items()}}
              for s in plan.steps]
     stop = None if plan.stop is None else {
@@ -377,9 +427,10 @@ def parse_plan(text: str) -> Plan:
     if found is None:
         raise _fail("body", "no ```skillsynth-plan block")
     _, _, version, raw = found
-    if version != f"v{PLAN_VERSION}":
+    readable = [f"v{v}" for v in READ_VERSIONS]
+    if version not in readable:
         raise _fail("version", f"{version or 'none'!r}: this skillsynth reads "
-                    f"skillsynth-plan v{PLAN_VERSION}")
+                    f"skillsynth-plan {', '.join(readable)}")
     if len(raw) > MAX_PLAN_CHARS:
         raise _fail("block", f"{len(raw)} characters; the limit is {MAX_PLAN_CHARS}")
     try:
@@ -393,8 +444,10 @@ def parse_plan(text: str) -> Plan:
         raise _fail("block", "inputs and steps must be lists")
     inputs = []
     for i, x in enumerate(data["inputs"][:MAX_PLAN_INPUTS + 1], 1):
-        x = _obj(x, f"inputs[{i}]", ("name", "type", "from"))
-        inputs.append(InputSlot(name=x["name"], type=x["type"], source=x["from"]))
+        x = _obj(x, f"inputs[{i}]", ("name", "type", "from"), ("among",))
+        among = _decode(x["among"], f"inputs[{i}].among") if "among" in x else None
+        inputs.append(InputSlot(name=x["name"], type=x["type"], source=x["from"],
+                                among=cast(FromStep, among)))
     steps = []
     for k, x in enumerate(data["steps"][:MAX_PLAN_STEPS + 1], 1):
         x = _obj(x, f"steps[{k}]", ("tool", "args"))
@@ -407,7 +460,8 @@ def parse_plan(text: str) -> Plan:
         stop = _obj(stop, "stop", ("step", "tool", "argument", "reason"))
         stop = PlanStop(step=stop["step"], tool=stop["tool"], argument=stop["argument"],
                         reason=stop["reason"])
-    return Plan(inputs=tuple(inputs), steps=tuple(steps), stop=stop)
+    return Plan(inputs=tuple(inputs), steps=tuple(steps), stop=stop,
+                version=int(version[1:]))
 
 
 def find_plan(body: str) -> Plan | None:

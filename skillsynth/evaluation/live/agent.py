@@ -23,14 +23,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ...errors import LLMError
+from ...errors import LLMError, StepNotCalled
 from ...models.text_calls import tool_calls_in_content
-from ...pipeline.execute import PlanRun, StepRun
+from ...pipeline.execute import PlanRun
 from ...pipeline.inject import RecallCut, inject, tools_for_turn
 from ...pipeline.skill import Skill
 from ...protocols import ChatModel
 from ...store import now_iso
-from .plan_tool import PlanTools, ProcedureForm, plan_reply, recalled_forms, run_plan_tool
+from .plan_tool import PlanTools, ProcedureForm, recalled_forms, run_plan_tool
 from .user_sim import GREETING, UserSimulator
 from .worlds import Episode, Termination, Turn, canonical_args
 
@@ -267,6 +267,7 @@ class _Loop:
     plan_calls: int = 0
     plan_steps: int = 0
     plan_failures: int = 0
+    plan_runs: dict[str, PlanRun] = field(default_factory=dict)
 
     def finished(self, episode: Episode, user: UserSimulator | None, t0: float) -> AgentRun:
         """The run as the world scores it."""
@@ -343,33 +344,22 @@ def _world_call(loop: _Loop, episode: Episode, name: str, args: Any, via: str = 
     return out
 
 
-class _StepLimit(Exception):
-    """A plan's next step would pass the run's step limit (raised before any call)."""
-
-
 def _call_plan(loop: _Loop, episode: Episode, plan: Any, args: Any, step_limit: int) -> str:
     """The agent called a recalled plan: its steps run as world calls (each recorded with
     ``via``), up to the run's step limit; the plan's reply, recorded as a ``plan`` turn
     before its calls."""
     at, where = now_iso(), len(loop.transcript)
-    ran: list[StepRun] = []
 
     def call(tool: str, arguments: dict[str, Any]) -> Any:
         if len(loop.made) >= step_limit:
-            raise _StepLimit
+            raise StepNotCalled(f"the run's step limit ({step_limit} calls) is reached")
         loop.plan_steps += 1
-        out = _world_call(loop, episode, tool, arguments, via=plan.name)
-        ran.append(StepRun(step=len(ran) + 1, tool=tool, arguments=arguments,
-                           result=str(out.result), ok=bool(out.ok)))
-        return out
+        return _world_call(loop, episode, tool, arguments, via=plan.name)
 
-    try:
-        reply, ok, _ = run_plan_tool(plan, args, call, loop.world_specs)
-    except _StepLimit:
-        stopped = PlanRun(ran=tuple(ran), failed_step=len(ran) + 1,
-                          error=f"steps[{len(ran) + 1}]: not called: the run's step limit "
-                                f"({step_limit} calls) is reached")
-        reply, ok = plan_reply(stopped), False
+    reply, ok, run = run_plan_tool(plan, args, call, loop.world_specs,
+                                   resume=loop.plan_runs.get(plan.name))
+    if run is not None:
+        loop.plan_runs[plan.name] = run
     loop.plan_calls += 1
     loop.plan_failures += not ok
     loop.transcript.insert(where, Turn(kind="plan", name=plan.name, arguments=_as_mapping(args),

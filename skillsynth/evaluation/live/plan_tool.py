@@ -8,7 +8,10 @@ description the tools it calls in order and where it hands back, its parameters 
 inputs (all required, typed as the slots declare). Calling it runs the steps in the world one
 at a time, each a normal world call recorded in the transcript (``Turn.via`` names the plan
 tool) and scored by the world as any other; the agent gets back every step's result, the
-error of the step that stopped it, and where to go on by hand.
+error of the step that stopped it, and where to go on by hand. A plan's choice inputs
+(v2) are optional parameters: left out, the call stops where the pick is needed and lists
+the values to pick from, and the agent's next call of the same tool with the pick goes on
+from there without calling the earlier steps again (the run holds each tool's last stop).
 
 What is counted: the agent's *decisions* (model turns that issued a call) and the world's
 calls (every step a plan ran included), so a plan cannot hide calls: ``steps`` stays the
@@ -26,7 +29,7 @@ from typing import Any, Literal
 
 from ...errors import PlanError, PlanRefused
 from ...pipeline.execute import PlanRun, WorldCall, check_plan, execute_plan
-from ...pipeline.plan import Plan, find_plan, parse_result, strip_plan
+from ...pipeline.plan import InputSlot, Plan, find_plan, parse_result, strip_plan
 from ...pipeline.skill import Skill
 
 __all__ = ["PLAN_TOOL_PREFIX", "PROCEDURE_FORMS", "PlanTool", "PlanTools", "ProcedureForm",
@@ -41,6 +44,8 @@ PLAN_TOOL_PREFIX = "procedure_"
 ProcedureForm = Literal["prose", "plan", "both"]
 PROCEDURE_FORMS: tuple[ProcedureForm, ...] = ("prose", "plan", "both")
 _NAME_CHARS = 64
+#: The most values a "needs your pick" reply lists.
+_OPTIONS = 30
 
 
 @dataclass(frozen=True)
@@ -98,8 +103,10 @@ def shortcut(tool: PlanTool) -> str:
     plan = tool.plan
     steps = f"step 1 ({plan.steps[0].tool})" if len(plan.steps) == 1 else \
         f"steps 1-{len(plan.steps)} ({' -> '.join(s.tool for s in plan.steps)})"
-    gives = ", ".join(s.name for s in plan.inputs) or "nothing"
+    gives = ", ".join(s.name for s in plan.inputs if s.source != "choice") or "nothing"
     text = f"Shortcut: the tool {tool.name} makes {steps} in one call; give it {gives}."
+    if plan.choices:
+        text += f" It asks you to pick {', '.join(s.name for s in plan.choices)} on the way."
     if plan.stop is not None:
         text += f" Then go on by hand from {plan.stop.tool or 'the next step'}."
     return text
@@ -121,19 +128,32 @@ def _describe(skill: Skill, plan: Plan) -> str:
     text = (f"Runs the recalled procedure '{skill.name}' in one call: {tools}, each step's "
             "arguments taken from your inputs and the earlier steps' results. Returns every "
             "step's result.")
+    if plan.choices:
+        names = ", ".join(c.name for c in plan.choices)
+        text += (f" You pick {names} among the values an earlier step returns: leave it out "
+                 "and the call stops there and lists them; call again with your pick and it "
+                 "goes on from there.")
     if plan.stop is not None:
         arg = f" (you choose its {plan.stop.argument})" if plan.stop.argument else ""
         text += f" It ends before {plan.stop.tool or 'the next step'}{arg}: go on from there."
     return text + " If a step fails, it stops there and says why; continue by hand."
 
 
+def _param(plan: Plan, slot: InputSlot) -> dict[str, Any]:
+    if slot.among is None:
+        return {"type": slot.type, "description": "a value the customer gives"}
+    step = slot.among.step
+    where = f"{slot.among.path or 'the result'} of step {step} ({plan.steps[step - 1].tool})"
+    return {"type": slot.type, "description": f"your pick among the values at {where}; "
+            "leave out to be shown them" + ("; one or more" if slot.type == "array" else "")}
+
+
 def _spec(name: str, skill: Skill, plan: Plan) -> dict[str, Any]:
-    props = {s.name: {"type": s.type, "description": "a value the customer gives"}
-             for s in plan.inputs}
+    props = {s.name: _param(plan, s) for s in plan.inputs}
     return {"type": "function", "function": {
         "name": name, "description": _describe(skill, plan),
         "parameters": {"type": "object", "properties": props,
-                       "required": [s.name for s in plan.inputs]}}}
+                       "required": [s.name for s in plan.inputs if s.source != "choice"]}}}
 
 
 def plan_tools(recalled: Sequence[Skill], tool_specs: Sequence[Mapping[str, Any]]
@@ -162,12 +182,19 @@ def plan_reply(run: PlanRun) -> str:
     """What the agent reads after calling a plan tool (JSON): each step that ran with its
     arguments and whole result (as the world answers a call), whether the plan finished, the error, and where to go on."""
     out: dict[str, Any] = {
-        "status": "complete" if run.complete else "stopped" if run.error else "handed back",
+        "status": "complete" if run.complete else "stopped" if run.error else
+        "needs your pick" if run.needs else "handed back",
         "steps": [{"step": s.step, "tool": s.tool, "arguments": dict(s.arguments),
-                   "ok": s.ok, "result": parse_result(s.result)} for s in run.ran]}
+                   "ok": s.ok, **({"ran": "in your earlier call"} if s.reused else {}),
+                   "result": parse_result(s.result)} for s in run.ran]}
     if run.error:
         out["error"] = run.error
         out["next"] = "correct what failed and continue with the tools yourself"
+    elif run.needs is not None:
+        n = run.needs
+        out["pick"] = {"input": n.input, "for": n.tool, "one of": list(n.options[:_OPTIONS])}
+        out["next"] = (f"call this tool again with the same inputs and {n.input} set to your "
+                       f"pick; it goes on from step {n.step} without repeating the steps above")
     elif run.handoff is not None:
         h = run.handoff
         out["next"] = (f"continue with {h.tool or 'the next step'} yourself"
@@ -176,9 +203,11 @@ def plan_reply(run: PlanRun) -> str:
 
 
 def run_plan_tool(tool: PlanTool, arguments: Any, call: WorldCall,
-                  tool_specs: Sequence[Mapping[str, Any]]) -> tuple[str, bool, PlanRun | None]:
+                  tool_specs: Sequence[Mapping[str, Any]], resume: PlanRun | None = None
+                  ) -> tuple[str, bool, PlanRun | None]:
     """Call ``tool`` with the agent's ``arguments`` (a JSON object or its text): the reply
-    the agent reads, whether it succeeded, and the plan's run (None: refused, nothing ran)."""
+    the agent reads, whether it succeeded, and the plan's run (None: refused, nothing ran);
+    ``resume``: the tool's last run in this episode (:func:`~skillsynth.pipeline.execute.execute_plan`)."""
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments) if arguments.strip() else {}
@@ -188,7 +217,8 @@ def run_plan_tool(tool: PlanTool, arguments: Any, call: WorldCall,
     if not isinstance(arguments, Mapping):
         return json.dumps({"error": "the arguments must be a JSON object"}), False, None
     try:
-        run = execute_plan(tool.plan, dict(arguments), call, tool_specs=tool_specs)
+        run = execute_plan(tool.plan, dict(arguments), call, tool_specs=tool_specs,
+                           resume=resume)
     except PlanRefused as exc:
         return json.dumps({"error": f"nothing ran: {exc}"}, ensure_ascii=False), False, None
     return plan_reply(run), run.error is None, run

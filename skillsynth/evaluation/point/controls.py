@@ -293,6 +293,8 @@ class GoldSource:
         runs: task -> the calls of a successful *history* session of that task (the
             oracle-dataflow arm traces those where a task has one: tau2's gold actions often
             hold only the writes, and the reads that produce their values are in the run).
+        plan_choices: the traced plans (oracle-plan, mismatched-plan) leave the run's
+            choices to the agent (the point's ``plan_choices``).
     """
 
     labels: Mapping[str, SessionLabel]
@@ -303,6 +305,7 @@ class GoldSource:
     skills_dir: Path | None = None
     skipped: dict[str, str] = field(default_factory=dict)
     runs: Mapping[str, Sequence[tuple[str, Mapping[str, Any]]]] = field(default_factory=dict)
+    plan_choices: bool = False
     _cache: dict[Any, Any] = field(default_factory=dict, repr=False)
 
     def actions(self, session: str) -> tuple[GoldAction, ...]:
@@ -428,7 +431,8 @@ class GoldSource:
               origin: str) -> Plan | ArmSkipped:
         """The traced run as a plan (:func:`.traced.trace_plan`; its shape counted)."""
         assert self.world is not None  # traced in it
-        plan = trace_plan(probe, calls, customer, self.world.tool_specs())
+        plan = trace_plan(probe, calls, customer, self.world.tool_specs(),
+                          choices=self.plan_choices)
         if plan is None:
             return self.skip(probe, "not even the first gold call's arguments can be bound "
                                     "(no plan)")

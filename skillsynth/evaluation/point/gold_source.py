@@ -65,4 +65,5 @@ def gold_source(cfg: PointOptions, labels: Mapping[str, SessionLabel], split: Sp
     return GoldSource(labels=labels, families=dict(split.families),
                       world=world,  # type: ignore[arg-type]
                       descriptions=descriptions, seed=cfg.seed,
-                      skills_dir=skills_dir if cfg.strategy in CONTROLS else None, runs=runs)
+                      skills_dir=skills_dir if cfg.strategy in CONTROLS else None, runs=runs,
+                      plan_choices=cfg.plan_choices)

@@ -117,7 +117,7 @@ def live_rows(ctx: PointContext, world: World, task_of: Mapping[str, str],
     specs, policy = world.tool_specs(), world.policy() if cfg.policy else ""
     solo = cfg.world != "replay"
     todo = [r for r in replay if r.arm == "memory" and r.probe_session in task_of]
-    plans = MemberPlans(ctx.history_db, specs, ctx.outcomes) \
+    plans = MemberPlans(ctx.history_db, specs, ctx.outcomes, choices=cfg.plan_choices) \
         if cfg.procedure_form != "prose" and ctx.history_db.exists() else None
     out: list[ProbeResult] = []
     with ctx.runs_file.open("w", encoding="utf-8") as fh:

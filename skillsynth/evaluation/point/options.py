@@ -138,6 +138,11 @@ class PointOptions:
                                          "both (the prose, and the tool)",
                                          choices=PROCEDURE_FORMS, sweep=True, short="form-",
                                          role="live")
+    plan_choices: bool = _opt(False, "plans (procedure_form plan or both) leave a choice the "
+                              "runs made among an earlier result's values (which order, "
+                              "which item) to the agent, who is shown the values to pick "
+                              "from, instead of ending the plan there", sweep=True,
+                              short="choices-", role="live")
     verify: VerifyRule = _opt("none", "verify each distilled candidate before activating it: "
                               "none (GAIA: activate all), world (try it live on its member "
                               "tasks in `world`) or trace (its steps realised in a held-out "
@@ -188,6 +193,10 @@ class PointOptions:
             raise ConfigError(f"strategy {self.strategy} offers a task's calls as a plan the "
                               f"agent calls; as prose it is the {prose} arm: set "
                               "procedure_form to plan or both", key="procedure_form")
+        if self.plan_choices and self.procedure_form == "prose":
+            raise ConfigError("plan_choices shapes the plans a point offers as tools, and "
+                              "procedure_form prose offers none: set procedure_form to plan "
+                              "or both", key="plan_choices")
         if self.cadence < 1:
             raise ConfigError(f"cadence must be >= 1 {self.cadence_unit}, got {self.cadence}",
                               key="cadence")

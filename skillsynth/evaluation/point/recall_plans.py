@@ -8,7 +8,8 @@ members as the history store holds them (GAIA's ``tool_history``: results cut at
 characters), with the world's enum values for constants, when the skill is recalled. The
 stored bodies do not change, so a point with ``procedure_form`` prose recalls and injects
 exactly what it did before; a procedure whose members do not bind even a first step gets no
-plan (counted by the run's ``plans_offered``).
+plan (counted by the run's ``plans_offered``). With ``plan_choices`` the plan leaves the runs'
+choices to the agent (:func:`~skillsynth.pipeline.induce.induce_plan`'s ``choices``).
 """
 
 from __future__ import annotations
@@ -33,12 +34,13 @@ class MemberPlans:
     """The history store's runs, and the plan each recalled procedure's members give."""
 
     def __init__(self, history_db: str | Path, tool_specs: Sequence[Mapping[str, Any]],
-                 outcomes: Mapping[str, bool] | None = None):
+                 outcomes: Mapping[str, bool] | None = None, *, choices: bool = False):
         with MemoryStore.open(history_db, read_only=True) as store:
             seqs = extract_sequences(store, Thresholds(), outcomes=outcomes, advance=False)
         self._runs = {s.session_id: s for s in seqs.sequences}
         self._enums = enum_values(tool_specs)
         self._plans: dict[str, Skill] = {}
+        self._choices = choices
 
     def members(self, proc: Procedure) -> list[SessionSequence]:
         """The procedure's member runs the history holds, in provenance order."""
@@ -55,7 +57,8 @@ class MemberPlans:
             members = self.members(proc)
             got = skill
             if members:
-                plan = induce_plan(members, representative(members), enums=self._enums)
+                plan = induce_plan(members, representative(members), enums=self._enums,
+                                   choices=self._choices)
                 if plan is not None:
                     got = with_plan(skill, plan)
             self._plans[key] = got

@@ -44,26 +44,29 @@ def trace_run(world: _World, task_id: str, calls: Sequence[tuple[str, Mapping[st
 
 
 def trace_plan(probe: str, calls: Sequence[tuple[TracedCall, bool]], customer: str,
-               tool_specs: Sequence[Mapping[str, Any]]) -> Plan | None:
+               tool_specs: Sequence[Mapping[str, Any]], *, choices: bool = False
+               ) -> Plan | None:
     """The traced run's successful calls as a plan, induced from that one run with its
-    whole results by synthesis's rule (:func:`~skillsynth.pipeline.induce.induce_plan`);
-    None when not even its first call can be bound."""
+    whole results by synthesis's rule (:func:`~skillsynth.pipeline.induce.induce_plan`,
+    ``choices`` as there); None when not even its first call can be bound."""
     rows = tuple(ToolCall(session_id=probe, tool_name=c.name,
                           args=json.dumps(dict(c.arguments)), result_summary=c.result,
                           success=ok, timestamp="") for c, ok in calls)
     run = SessionSequence(session_id=probe, goal=customer, calls=rows,
                           span=tuple(r for r in rows if r.success), outcome=True)
-    return induce_plan([run], run, enums=enum_values(tool_specs), customer={probe: customer})
+    return induce_plan([run], run, enums=enum_values(tool_specs), customer={probe: customer},
+                       choices=choices)
 
 
 def plan_shape(plan: Plan, calls: Sequence[tuple[TracedCall, bool]], origin: str
                ) -> dict[str, int]:
     """What a point's summary counts of one traced plan: complete or a prefix, its steps
-    against the run's successful calls, inputs, where the run came from (``from_history``,
+    against the run's successful calls, inputs (the customer's), choices, where the run came from (``from_history``,
     ``from_gold``) and why a prefix stops (``stop_<reason>``)."""
     return {"complete": int(plan.complete), "prefix": int(not plan.complete),
             "plan_steps": len(plan.steps), "run_steps": sum(ok for _, ok in calls),
-            "inputs": len(plan.inputs), f"from_{origin}": 1,
+            "inputs": len(plan.inputs) - len(plan.choices), "choices": len(plan.choices),
+            f"from_{origin}": 1,
             **({f"stop_{plan.stop.reason}": 1} if plan.stop is not None else {})}
 
 
