@@ -108,6 +108,21 @@ if not losses:
     print("no design point beside both mismatched and oracle-args live: no loss table")
 
 # %% [markdown]
+# ## How the agent used the plans it was offered
+#
+# For each point whose `procedure_form` offers recalled plans as tools: over its memory runs,
+# how many were offered a plan and called one, the plan calls and the world calls they made,
+# and the calls by how they ended: `complete`, `handed_back` (the plan ends before the run it
+# came from did), `needs_pick` (a choice left out: the values were shown), `stopped` (a step
+# could not be bound, was refused or failed; `pick_refused`: a pick not among the values).
+
+# %%
+from skillsynth.evaluation.reporting.plans import plan_use_table
+
+plan_use = plan_use_table(run)
+plan_use if len(plan_use) else print("no point offered plans as tools")
+
+# %% [markdown]
 # ## Verified against unverified procedures
 #
 # Each point that verifies candidates before activating them (`verify: trace`: the steps are

@@ -324,6 +324,9 @@ def test_a_pick_not_among_the_values_is_refused_before_its_call():
     assert run.failed_step == 3 and len(world.calls) == 2
     assert run.error == ("steps[3]: input 'order_id': \"#W9\" is not one of step 2's "
                          "orders[] values (\"#W1\", \"#W2\")")
+    fixed = execute_plan(PICK, {**INPUTS, "order_id": "#W1"}, world, tool_specs=SPECS,
+                         resume=run)  # nothing was called for the bad pick: go on from it
+    assert fixed.needs.input == "item_ids" and len(world.calls) == 3
     run = execute_plan(PICK, {**INPUTS, "order_id": "#W1", "item_ids": ["i1", "i9"]},
                        _world(get_user_details=TWO, get_order_details=_order), tool_specs=SPECS)
     assert run.failed_step == 4 and "'item_ids': \"i9\"" in run.error

@@ -17,6 +17,7 @@ from skillsynth.evaluation.live.plan_tool import PLAN_TOOL_PREFIX, plan_tools
 from skillsynth.evaluation.live.worlds.base import CallOutcome, Score, WorldTask
 from skillsynth.evaluation.point.controls import GoldSource
 from skillsynth.evaluation.point.options import PointOptions
+from skillsynth.evaluation.reporting.plans import plan_use
 from skillsynth.pipeline.plan import (
     Const,
     FromInput,
@@ -137,6 +138,25 @@ def test_a_plan_with_a_choice_asks_for_the_pick_and_goes_on_from_there():
     assert second["status"] == "complete"
     assert [(s["step"], s.get("ran")) for s in second["steps"]] == [
         (1, "in your earlier call"), (2, "in your earlier call"), (3, None), (4, None)]
+
+
+def test_plan_use_counts_how_each_call_ended_from_the_run_records():
+    skill = with_plan(SKILL, PICK)
+    tool = plan_tools([skill], SPECS).tools[0].name
+    scripts = (  # asked for the pick, then a pick not shown, then the right one
+        [_call(tool, {"name": "Ann", "zip": "12345"}),
+         _call(tool, {"name": "Ann", "zip": "12345", "order_id": "#W9"}),
+         _call(tool, {"name": "Ann", "zip": "12345", "order_id": "#W1"})],
+        [_call("get_user", {"user_id": "ann_1"})],  # offered, never called
+        [_call(tool, {"name": "Bob", "zip": "1"})])  # a step failed
+    recs = [{"arm": "memory", **run_agent(FakeScriptedAgent(calls), FakeEpisode(),
+                                          tool_specs=SPECS, recalled=[skill],
+                                          config=Thresholds(), procedure_form="plan").as_dict()}
+            for calls in scripts]
+    recs.append({**recs[0], "arm": "no-memory"})  # not counted
+    assert plan_use(json.loads(json.dumps(recs, default=str))) == {
+        "memory_runs": 3, "offered": 3, "called": 2, "plan_calls": 4, "world_calls": 5,
+        "complete": 1, "handed_back": 0, "needs_pick": 1, "stopped": 2, "pick_refused": 1}
 
 
 def test_a_plan_the_worlds_tools_refuse_is_not_offered_and_is_counted():

@@ -23,7 +23,8 @@ The first step that cannot be bound, fails validation or whose call fails ends t
 the values at the choice's ``among`` path in the earlier step's result are read: a pick given
 must be one of them (each element, for an ``array`` choice), else the run stops there with
 nothing called; a pick left out stops the run with :attr:`PlanRun.needs` listing them. A
-later call given the pick and the same earlier inputs *resumes* that run
+later call *resumes* a run that stopped before calling its next step (for a pick, or a pick or
+binding refused) when the inputs its steps used are given again unchanged
 (``execute_plan(..., resume=...)``): the steps it ran are not called again (no write is
 repeated), and their results bind the rest.
 """
@@ -425,13 +426,18 @@ def _used(b: Binding) -> list[str]:
 
 
 def _resumable(plan: Plan, inputs: Mapping[str, Any], resume: PlanRun | None) -> int:
-    """How many steps of ``resume`` this call goes on from: all it ran when it stopped for a
-    choice and every input it had is given again with the same value, else 0."""
-    if resume is None or resume.needs is None or resume.error is not None or any(
-            n not in inputs or value_key(inputs[n]) != value_key(v)
-            for n, v in resume.inputs.items()):
+    """How many steps of ``resume`` this call goes on from: all it ran, when it stopped
+    before calling its next step (for a pick, or a pick or binding refused: no call failed)
+    and every input those steps used is given again with the same value; else 0."""
+    if resume is None or not resume.ran or len(resume.ran) >= len(plan.steps) or \
+            not all(s.ok for s in resume.ran) or resume.needs is None and (
+                resume.error is None or resume.failed_step != len(resume.ran) + 1):
         return 0
-    return len(resume.ran) if len(resume.ran) < len(plan.steps) else 0
+    used = {n for step in plan.steps[:len(resume.ran)] for b in step.args.values()
+            for n in _used(b)}
+    same = all(n in inputs and n in resume.inputs
+               and value_key(inputs[n]) == value_key(resume.inputs[n]) for n in used)
+    return len(resume.ran) if same else 0
 
 
 def _pick(slot: InputSlot, inputs: Mapping[str, Any], parsed: Sequence[Any], step: int,

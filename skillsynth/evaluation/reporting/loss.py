@@ -43,7 +43,7 @@ from .loaded import Run
 from .stated import Flow, gold_flows, sources_in_text
 
 __all__ = ["PROSE_RUNGS", "STAGES", "LossTable", "gold_in_text", "ladder_points", "loss_table",
-           "loss_tables"]
+           "loss_tables", "procedure_forms"]
 
 #: The stages a probe's lost gain is put at, in pipeline order.
 STAGES = ("recall", "content", "source", "agent")
@@ -213,13 +213,13 @@ def ladder_points(run: Run) -> tuple[list[tuple[str, str]], str | None, str | No
     graded = not run.rows.empty and "gold_matched" in run.rows
     first = {s: min(pts.loc[pts["strategy"] == s, "point"], default=None) if graded else None
              for s in ("mismatched", "oracle-args")}
-    forms = _forms(run)
+    forms = procedure_forms(run)
     designs = sorted((p, forms[p]) for p, s in zip(pts["point"], pts["strategy"], strict=True)
                      if s in STRATEGIES and get_strategy(s).method is not None)
     return designs, first["mismatched"], first["oracle-args"]
 
 
-def _forms(run: Run) -> dict[str, str]:
+def procedure_forms(run: Run) -> dict[str, str]:
     """Point -> its ``procedure_form`` (prose where the run does not record one)."""
     pts = run.points
     forms = pts["procedure_form"] if "procedure_form" in pts else [None] * len(pts)
@@ -241,7 +241,7 @@ def loss_tables(run: Run) -> dict[str, LossTable]:
     designs, wrong, upper = ladder_points(run)
     if wrong is None or upper is None:
         return {}
-    forms, pts = _forms(run), run.points
+    forms, pts = procedure_forms(run), run.points
     rungs = sorted(p for p, s in zip(pts["point"], pts["strategy"], strict=True)
                    if s in PROSE_RUNGS and forms[p] == "prose")
     return {p: loss_table(run, p, mismatched=wrong, upper=upper)

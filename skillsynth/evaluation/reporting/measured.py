@@ -3,8 +3,9 @@
 A table of a sweep's figures typed into a page went stale the next time the sweep ran (the
 calibrated point's thresholds were quoted from an older calibration for a session). ``skillsynth
 report RUN --record eval/figures`` writes ``sweep-<name>.json`` with every finished point's
-headline KPIs, each with its interval and n, and the docs' Measured figures page renders it; a
-point that did not finish is named in the note, never filled in.
+headline KPIs, each with its interval and n (and, for points that offered plans as tools, how
+the agent used them), and the docs' Measured figures page renders it; a point that did not
+finish is named in the note, never filled in.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from ...figures import Measurement, measure
 from ..sweeps.summary import SweepSummary
+from .loaded import Run, load_run
 
 __all__ = ["HEADLINE", "sweep_measurement"]
 
@@ -38,15 +40,13 @@ def _figure(k: Any) -> dict[str, Any]:
     return fig
 
 
-def _ladder(run_dir: Path) -> dict[str, Any]:
+def _ladder(run: Run) -> dict[str, Any]:
     """Per design point of a live run with mismatched and oracle-args: its share of the gold
     arguments' gain over mismatched, and the share lost at each stage (the loss table,
     where the point has one)."""
     from .controls import args_gain_over_mismatched
-    from .loaded import load_run
     from .loss import ladder_points, loss_tables
 
-    run = load_run(run_dir)
     designs, wrong, upper = ladder_points(run)
     if wrong is None or upper is None:
         return {}
@@ -65,6 +65,17 @@ def _ladder(run_dir: Path) -> dict[str, Any]:
     return out
 
 
+def _plan_use(run: Run) -> dict[str, Any]:
+    """Per point that offered plans as tools: how its memory runs used them (counts; n: the
+    memory runs)."""
+    from .plans import PLAN_USE_COLUMNS, plan_use_table
+
+    table = plan_use_table(run)
+    return {f"{pid}: plan use, {col}": {"value": int(row[col]), "n": int(row["memory_runs"]),
+                                        "unit": "count over the point's memory runs"}
+            for pid, row in table.iterrows() for col in PLAN_USE_COLUMNS[1:]}
+
+
 def sweep_measurement(run_dir: str | Path, *, command: str | None = None,
                       kpis: Sequence[str] = HEADLINE) -> Measurement:
     """The record of a sweep run: ``<point id>: <kpi>`` -> value, interval, n (est. marked).
@@ -76,7 +87,8 @@ def sweep_measurement(run_dir: str | Path, *, command: str | None = None,
     s = SweepSummary.load(run)
     figures = {f"{pt.id}: {name}": _figure(pt.kpis[name])
                for pt in s.points for name in kpis if name in pt.kpis}
-    figures |= _ladder(run)
+    loaded = load_run(run)
+    figures |= _ladder(loaded) | _plan_use(loaded)
     first = s.points[0] if s.points else None
     missing = [f"{pid} ({why.splitlines()[0][:120]})" for pid, why in s.failed.items()]
     note = (f"{s.finished} of {s.n_points} point(s) finished"
