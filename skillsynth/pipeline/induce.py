@@ -21,14 +21,16 @@ and its ``stop`` names that call, the argument and why (``unknown``: a member's 
 in its run; ``choice``: it is one of several values at a result path in every member, so
 the agent chose it; ``varies``: each member's value has a source but not the same one;
 ``private``: binding it would write a member's value into a path or key). No value from the runs reaches
-the plan but a constant every member passed.
+the plan but a constant every member passed. A member without the matching call, or
+without the argument, does not contradict (as :func:`~.provenance.cluster_dataflow`).
 
 **Choices** (``choices=True``): where the runs chose, the pick is left to the caller instead
-of ending the plan: a choice input (:mod:`.plan`) among the values at the one path that
-holds the value in every member. A list of scalars (the items an exchange names) is bound
-element by element where that needs no pick, else as one ``array`` choice among the values
-at one path holding every member's every element (the members may pick different numbers). A member without the matching call, or
-without the argument, does not contradict (as :func:`~.provenance.cluster_dataflow`).
+of ending the plan: a choice input (:mod:`.plan`) among the values at a path that holds the
+value in every member (every earlier step's result is searched, nearest first; of several
+such paths, the one with the fewest values). A list of scalars (the items an exchange
+names) is bound element by element where that needs no pick, else as one ``array`` choice
+among the values at a path holding every member's every element (the members may pick
+different numbers of them).
 
 Results are read as GAIA stores them: cut at 500 characters, so a JSON result is read as
 its longest complete prefix (:func:`read_result`); a path verified on the prefix may find
