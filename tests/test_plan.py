@@ -420,21 +420,24 @@ def _known_info(kind):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("choices", [False, True])
 @pytest.mark.parametrize("kind", ["tau2-retail", "tau2-airline", "taubench"])
-def test_plans_on_the_shipped_corpora_carry_no_user_value_and_stay_valid(tmp_path, kind):
+def test_plans_on_the_shipped_corpora_carry_no_user_value_and_stay_valid(tmp_path, kind,
+                                                                         choices):
     # every task's sessions as one cluster (the labels decide): its plan names no argument
     # value of any member unless a constant every member passed that no customer words
-    # hold, and the trace skill with the plan is valid under both profiles
+    # hold, and the trace skill with the plan is valid under both profiles; with choices
+    # too (a choice names a path, never a value)
     from corpus_kinds import sessions_by_task
     from test_distill_provenance import _values
 
     by_task = sessions_by_task(kind, tmp_path)
     known = _known_info(kind)
-    plans = steps = 0
+    plans = steps = picks = 0
     for tid, members in by_task.items():
         words = {m.session_id: f"{m.goal}\n{known.get(tid, '')}" for m in members}
         cluster = Cluster(tuple(members), "labels", "calls", 1.0, True)
-        plan = induce_plan(members, cluster.representative(), customer=words)
+        plan = induce_plan(members, cluster.representative(), customer=words, choices=choices)
         if plan is None:
             continue
         text = render_plan(plan)
@@ -451,4 +454,6 @@ def test_plans_on_the_shipped_corpora_carry_no_user_value_and_stay_valid(tmp_pat
             assert back == skill and find_plan(back.body) == plan
         plans += 1
         steps += len(plan.steps)
+        picks += len(plan.choices)
     assert plans >= 10 and steps > plans  # some plans run past their first call
+    assert (picks > 0) is choices
