@@ -8,7 +8,7 @@ import json
 import pytest
 from fakes import FakeWorldCalls
 
-from skillsynth.errors import PlanError, PlanRefused
+from skillsynth.errors import PlanError, PlanRefused, StepNotCalled
 from skillsynth.pipeline.execute import (
     PlanRun,
     check_plan,
@@ -335,13 +335,59 @@ def test_a_pick_not_among_the_values_is_refused_before_its_call():
     assert input_problems(PICK, {"first_name": "Mei"}) == ["input 'zip' is missing"]
 
 
-def test_a_changed_input_or_a_finished_run_is_not_resumed():
+def test_a_resumed_run_keeps_its_inputs_and_refuses_a_change_that_could_repeat_a_write():
     world = _world(get_user_details=TWO, get_order_details=_order)
     run = execute_plan(PICK, INPUTS, world, tool_specs=SPECS)
-    other = execute_plan(PICK, {"first_name": "Ann", "zip": "1", "order_id": "#W1"}, world,
-                         tool_specs=SPECS, resume=run)
-    assert not any(s.reused for s in other.ran) and len(world.calls) == 5  # 2 + 3 again
+    # the earlier inputs may be left out: they are the run's
+    picked = execute_plan(PICK, {"order_id": "#W1"}, world, tool_specs=SPECS, resume=run)
+    assert picked.needs.input == "item_ids" and len(world.calls) == 3
+    assert picked.inputs == {**INPUTS, "order_id": "#W1"}
+    # changing one would mean calling the run's steps again: refused, nothing called
+    with pytest.raises(PlanRefused, match="'first_name': \"Ann\" is not \"Mei\", which "
+                       "your earlier call ran steps 1-3 with"):
+        execute_plan(PICK, {**INPUTS, "first_name": "Ann", "item_ids": ["i1"]}, world,
+                     tool_specs=SPECS, resume=picked)
+    # a pick sent as null is a pick left out
+    again = execute_plan(PICK, {"item_ids": None}, world, tool_specs=SPECS, resume=picked)
+    assert again.needs.input == "item_ids" and len(world.calls) == 3
+
+
+def test_only_a_run_that_stopped_before_a_call_is_resumed():
+    # a call that failed: the next call starts again
+    failing = _world(get_user_details=TWO, get_order_details=_order)
+    failing.failing = {"get_user_details"}
+    run = execute_plan(PICK, INPUTS, failing, tool_specs=SPECS)
+    assert run.failed_step == 2 and run.goes_on_from is None
+    failing.failing = set()
+    execute_plan(PICK, INPUTS, failing, tool_specs=SPECS, resume=run)
+    assert [c[0] for c in failing.calls].count("find_user_id_by_name_zip") == 2
+    # a step the harness declined (its step limit): the next call goes on from it
+
+    def limited(name, args):
+        if name == "get_user_details":
+            raise StepNotCalled("the run's step limit (1 calls) is reached")
+        return world(name, args)
+
+    world = _world(get_user_details=TWO, get_order_details=_order)
+    run = execute_plan(PICK, INPUTS, limited, tool_specs=SPECS)
+    assert run.error == "steps[2]: not called: the run's step limit (1 calls) is reached"
+    assert run.goes_on_from == 2
+    resumed = execute_plan(PICK, INPUTS, world, tool_specs=SPECS, resume=run)
+    assert [c[0] for c in world.calls] == ["find_user_id_by_name_zip", "get_user_details"]
+    assert resumed.needs.input == "order_id"
+    # a finished run, or one that handed back, is run again whole
     done = execute_plan(PLAN, INPUTS, _world(), tool_specs=SPECS)
     again = _world()
     execute_plan(PLAN, INPUTS, again, tool_specs=SPECS, resume=done)
-    assert len(again.calls) == 3  # a run that did not stop for a pick is run again whole
+    assert len(again.calls) == 3 and done.goes_on_from is None
+
+
+def test_nothing_to_pick_is_an_error_and_a_pick_is_made_once():
+    empty = execute_plan(PICK, INPUTS, _world(get_user_details={**USER, "orders": []}),
+                         tool_specs=SPECS)
+    assert empty.error == ("steps[3]: input 'order_id': step 2's orders[] holds no value to "
+                           "pick") and empty.needs is None
+    twice = execute_plan(PICK, {**INPUTS, "order_id": "#W1", "item_ids": ["i1", "i1"]},
+                         _world(get_user_details=TWO, get_order_details=_order),
+                         tool_specs=SPECS)
+    assert twice.error == "steps[4]: input 'item_ids' picks \"i1\" twice"

@@ -135,6 +135,21 @@ def test_with_choices_the_pick_is_left_to_the_caller_and_the_plan_reaches_the_wr
         assert v not in text
     # a plan with no choice to leave is the v1 plan it was
     assert _plan(A, B, C, choices=True) == _plan(A, B, C) and _plan(A, B, C).version == 1
+    # a flag, null or empty text is never picked among a result's values (as provenance
+    # never traces one to a result): members that differ still end the plan as before
+    def flagged(sid, name, zip_code, order, notify):
+        run = _return(sid, name, zip_code, [order], "defective", "pp_1")
+        read, last = run.calls[-2], run.calls[-1]
+        result = {**json.loads(read.result_summary), "flags": [True, False], "note": "",
+                  "gift": None, "tags": ["", "x"]}  # values a flag, null or "" would match
+        args = {**json.loads(last.args), "notify": notify}
+        rows = (*run.calls[:-2], ToolCall(sid, read.tool_name, read.args, json.dumps(result),
+                                          True, T),
+                ToolCall(sid, last.tool_name, json.dumps(args), last.result_summary, True, T))
+        return SessionSequence(sid, run.goal, rows, rows, True)
+    for a, b in ((True, False), (None, ""), ("", "")):
+        runs = (flagged("a", "Mei", "28236", "#W1", a), flagged("b", "Ana", "90210", "#W2", b))
+        assert _plan(*runs, choices=True) == _plan(*runs), (a, b)
 
 
 def test_a_chosen_subset_of_an_orders_items_is_one_array_choice():
@@ -263,6 +278,24 @@ PLAN = Plan(
                               "mode": Const("fast`est"),
                               "extra": ListOf((Const(None), ObjectOf({"k": Const(1.5)})))})),
     stop=PlanStop(3, "confirm", "code", "unknown"))
+
+
+def test_a_plan_without_choices_is_stored_as_the_v1_form_it_always_was():
+    plan = Plan((InputSlot("first_name", "string"),),
+                (PlanStep("find_user", {"first_name": FromInput("first_name")}),
+                 PlanStep("get_user", {"user_id": FromStep(1, "")})),
+                PlanStop(3, "get_order", "order_id", "choice"))
+    assert render_plan(plan) == "\n".join([
+        "```skillsynth-plan v1",
+        '{"inputs": [',
+        ' {"name": "first_name", "type": "string", "from": "customer"}',
+        "],",
+        '"steps": [',
+        ' {"tool": "find_user", "args": {"first_name": {"input": "first_name"}}},',
+        ' {"tool": "get_user", "args": {"user_id": {"step": 1, "path": ""}}}',
+        "],",
+        '"stop": {"step": 3, "tool": "get_order", "argument": "order_id", "reason": "choice"}}',
+        "```"])
 
 
 def test_the_block_renders_one_line_per_input_and_step_and_parses_back_equal():

@@ -134,7 +134,8 @@ def test_a_plan_with_a_choice_asks_for_the_pick_and_goes_on_from_there():
     first, second = (json.loads(t.result) for t in ep.scored if t.kind == "plan")
     assert first["status"] == "needs your pick"
     assert first["pick"] == {"input": "order_id", "for": "get_order", "one of": ["#W1"]}
-    assert first["next"].startswith("call this tool again with the same inputs and order_id")
+    assert first["next"] == ("call this tool again with order_id set to your pick; it goes on "
+                             "from step 3 without repeating the steps above")
     assert second["status"] == "complete"
     assert [(s["step"], s.get("ran")) for s in second["steps"]] == [
         (1, "in your earlier call"), (2, "in your earlier call"), (3, None), (4, None)]
@@ -318,7 +319,7 @@ def test_oracle_plan_binds_the_gold_calls_and_keeps_the_customers_values_as_inpu
         assert value not in proc.markdown_body  # no user value anywhere
     assert "4. Call cancel_order" in prose
     assert gold.plan_counts() == {"complete": 1, "prefix": 0, "plan_steps": 4, "run_steps": 4,
-                                  "inputs": 2, "choices": 0, "from_gold": 1}
+                                  "inputs": 2, "from_gold": 1}
 
 
 @dataclass

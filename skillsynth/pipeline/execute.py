@@ -24,9 +24,9 @@ the values at the choice's ``among`` path in the earlier step's result are read:
 must be one of them (each element, for an ``array`` choice), else the run stops there with
 nothing called; a pick left out stops the run with :attr:`PlanRun.needs` listing them. A
 later call *resumes* a run that stopped before calling its next step (for a pick, or a pick or
-binding refused) when the inputs its steps used are given again unchanged
-(``execute_plan(..., resume=...)``): the steps it ran are not called again (no write is
-repeated), and their results bind the rest.
+binding refused; ``execute_plan(..., resume=...)``): the inputs its steps used are kept (a
+call may leave them out, and is refused if it changes one), the steps it ran are not called
+again, so no write among them is repeated, and their results bind the rest.
 """
 
 from __future__ import annotations
@@ -115,7 +115,8 @@ class PlanRun:
         handoff: where the plan itself ends before the run it came from did
             (:attr:`~.plan.Plan.stop`): the agent continues from there.
         needs: the choice input the run stopped for (None: it did not).
-        inputs: the inputs it ran with (a resumed run: the earlier ones and the new).
+        inputs: the inputs it ran with (a resumed run: those of the earlier call its
+            steps used, and this call's).
     """
 
     ran: tuple[StepRun, ...]
@@ -129,6 +130,18 @@ class PlanRun:
     def complete(self) -> bool:
         """Every step ran and succeeded and the plan covers the whole procedure."""
         return self.error is None and self.handoff is None and self.needs is None
+
+    @property
+    def goes_on_from(self) -> int | None:
+        """The step a later call resumes at (:func:`execute_plan`): the one this run
+        stopped before calling, for a pick or an input refused, every step before it having
+        succeeded; None when it finished, handed back or a call failed."""
+        if self.needs is not None:
+            return self.needs.step
+        if self.error is not None and self.failed_step == len(self.ran) + 1 and \
+                all(s.ok for s in self.ran):
+            return self.failed_step
+        return None
 
     @property
     def results(self) -> tuple[str, ...]:
@@ -425,38 +438,67 @@ def _used(b: Binding) -> list[str]:
     return []
 
 
-def _resumable(plan: Plan, inputs: Mapping[str, Any], resume: PlanRun | None) -> int:
-    """How many steps of ``resume`` this call goes on from: all it ran, when it stopped
-    before calling its next step (for a pick, or a pick or binding refused: no call failed)
-    and every input those steps used is given again with the same value; else 0."""
-    if resume is None or not resume.ran or len(resume.ran) >= len(plan.steps) or \
-            not all(s.ok for s in resume.ran) or resume.needs is None and (
-                resume.error is None or resume.failed_step != len(resume.ran) + 1):
-        return 0
-    used = {n for step in plan.steps[:len(resume.ran)] for b in step.args.values()
-            for n in _used(b)}
-    same = all(n in inputs and n in resume.inputs
-               and value_key(inputs[n]) == value_key(resume.inputs[n]) for n in used)
-    return len(resume.ran) if same else 0
+def _same_value(a: Any, b: Any) -> bool:
+    """JSON equality (:func:`_same`), element by element for lists."""
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return _same(a, b)
+
+
+def _resumed(plan: Plan, inputs: Mapping[str, Any], resume: PlanRun | None
+             ) -> tuple[int, dict[str, Any]]:
+    """(how many steps of ``resume`` this call goes on after, the inputs it runs with).
+
+    A run resumes when it stopped before calling a step (:attr:`PlanRun.goes_on_from`)
+    after calling this plan's first steps: the inputs those steps used are taken from it
+    where this call leaves them out, and must be the same where it gives them. Otherwise
+    the call starts at step 1 with its own inputs.
+
+    Raises:
+        PlanRefused: this call changes an input the earlier call's steps used (starting
+            again could repeat a write they made; nothing is called).
+    """
+    n = len(resume.ran) if resume is not None else 0
+    if resume is None or resume.goes_on_from is None or not n or \
+            [s.tool for s in resume.ran] != [s.tool for s in plan.steps[:n]]:
+        return 0, dict(inputs)
+    used = {name for step in plan.steps[:n] for b in step.args.values() for name in _used(b)}
+    merged = {**{k: v for k, v in resume.inputs.items() if k in used}, **inputs}
+    changed = sorted(k for k in used if not _same_value(merged.get(k), resume.inputs.get(k)))
+    if changed:
+        raise PlanRefused([
+            f"input {k!r}: {_short(merged.get(k))} is not {_short(resume.inputs.get(k))}, "
+            f"which your earlier call ran steps 1-{n} with; leave it out or give the same "
+            f"value to go on from step {n + 1}, or go on with the tools yourself"
+            for k in changed])
+    return n, merged
 
 
 def _pick(slot: InputSlot, inputs: Mapping[str, Any], parsed: Sequence[Any], step: int,
           tool: str) -> Needs | str | None:
     """A choice input before the step that uses it: what it may be picked among when it
-    was left out, why the pick given is not one of those values, or None (it is)."""
+    was left out, why there is nothing to pick or the pick given is not one of those
+    values (each once), or None (it is)."""
     assert slot.among is not None
-    options = {value_key(v): v for v in resolve_path(parsed[slot.among.step - 1],
-                                                     slot.among.path)
-               if v is None or isinstance(v, bool | int | float | str)}
+    where = f"step {slot.among.step}'s {slot.among.path or '(whole result)'}"
+    options = list({value_key(v): v for v in resolve_path(parsed[slot.among.step - 1],
+                                                          slot.among.path)
+                    if v is None or isinstance(v, bool | int | float | str)}.values())
+    if not options:
+        return f"steps[{step}]: input {slot.name!r}: {where} holds no value to pick"
     if slot.name not in inputs:
-        return Needs(input=slot.name, step=step, tool=tool, options=tuple(options.values()))
+        return Needs(input=slot.name, step=step, tool=tool, options=tuple(options))
     picked = inputs[slot.name] if slot.type == "array" else [inputs[slot.name]]
-    bad = [v for v in picked if value_key(v) not in options]
-    if not bad:
+    bad = [v for v in picked if not any(_same(v, o) for o in options)]
+    twice = [v for i, v in enumerate(picked) if any(_same(v, w) for w in picked[:i])]
+    if not bad and not twice:
         return None
-    shown = ", ".join(_short(v) for v in list(options.values())[:12]) or "none"
-    return (f"steps[{step}]: input {slot.name!r}: {_short(bad[0])} is not one of step "
-            f"{slot.among.step}'s {slot.among.path or '(whole result)'} values ({shown})")
+    if twice:
+        return f"steps[{step}]: input {slot.name!r} picks {_short(twice[0])} twice"
+    shown = ", ".join(_short(v) for v in options[:12]) + (
+        f" and {len(options) - 12} more" if len(options) > 12 else "")
+    return (f"steps[{step}]: input {slot.name!r}: {_short(bad[0])} is not one of {where} "
+            f"values ({shown})")
 
 
 def execute_plan(plan: Plan, inputs: Mapping[str, Any], call: WorldCall, *,
@@ -475,23 +517,26 @@ def execute_plan(plan: Plan, inputs: Mapping[str, Any], call: WorldCall, *,
         inputs: input name -> value, as the plan's slots declare them.
         call: one world call (a world episode's ``execute``, or a harness's wrapper).
         tool_specs: the world's tools as OpenAI function schemas.
-        resume: this plan's earlier run in the same episode; when it stopped for a choice
-            and ``inputs`` repeat its inputs, its steps are not called again (module
-            docstring).
+        resume: this plan's earlier run in the same episode; when it stopped before
+            calling a step (a pick left out, an input refused), this call goes on from that
+            step and its steps are not called again (:func:`_resumed`). Their results are
+            reused as they were, even where the caller has called tools since.
 
     Raises:
-        PlanRefused: the plan or the inputs are refused; nothing was called.
+        PlanRefused: the plan or the inputs are refused, or they change an input the
+            resumed run's steps used; nothing was called.
     """
     check_plan(plan, tool_specs)
-    problems = input_problems(plan, inputs)
+    choices = {s.name: s for s in plan.choices}
+    # a pick given as null is a pick left out (a small model fills optional parameters so)
+    done, given = _resumed(plan, {k: v for k, v in inputs.items()
+                                  if not (k in choices and v is None)}, resume)
+    problems = input_problems(plan, given)
     if problems:
         raise PlanRefused(problems)
     tools = _tools(tool_specs)
-    choices = {s.name: s for s in plan.choices}
-    done = _resumable(plan, inputs, resume)
     ran: list[StepRun] = [replace(s, reused=True) for s in resume.ran[:done]] if resume else []
     parsed: list[Any] = [parse_result(s.result) for s in ran]
-    given = dict(inputs)
 
     def stopped(k: int, error: str | None = None, needs: Needs | None = None) -> PlanRun:
         return PlanRun(ran=tuple(ran), error=error, failed_step=k if error else None,
@@ -501,13 +546,13 @@ def execute_plan(plan: Plan, inputs: Mapping[str, Any], call: WorldCall, *,
         where = f"steps[{k}].args"
         for name in dict.fromkeys(n for b in step.args.values() for n in _used(b)):
             if name in choices:
-                got = _pick(choices[name], inputs, parsed, k, step.tool)
+                got = _pick(choices[name], given, parsed, k, step.tool)
                 if isinstance(got, Needs):
                     return stopped(k, needs=got)
                 if got is not None:
                     return stopped(k, error=got)
         try:
-            args = {a: resolve_binding(b, parsed, inputs, where=f"{where}.{a}")
+            args = {a: resolve_binding(b, parsed, given, where=f"{where}.{a}")
                     for a, b in step.args.items()}
         except PlanError as exc:
             return stopped(k, error=str(exc))

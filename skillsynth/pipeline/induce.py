@@ -26,8 +26,9 @@ without the argument, does not contradict (as :func:`~.provenance.cluster_datafl
 
 **Choices** (``choices=True``): where the runs chose, the pick is left to the caller instead
 of ending the plan: a choice input (:mod:`.plan`) among the values at a path that holds the
-value in every member (every earlier step's result is searched, nearest first; of several
-such paths, the one with the fewest values). A list of scalars (the items an exchange
+value in every member (for the pick alone every earlier step's result is searched, nearest
+first, a flag, null or empty text never; of several such paths, the one with the fewest
+values), when the members' values are of one JSON type. A list of scalars (the items an exchange
 names) is bound element by element where that needs no pick, else as one ``array`` choice
 among the values at a path holding every member's every element (the members may pick
 different numbers of them).
@@ -235,17 +236,20 @@ class _Inducer:
         return self._leaf(i, arg, peers, pos, values)
 
     def _candidates(self, i: int, arg: str, peers: list[tuple[_Run, int]],
-                    pos: tuple[Any, ...], private: bool = False) -> list[tuple[int, str]]:
+                    pos: tuple[Any, ...], private: bool = False, wide: bool = False
+                    ) -> list[tuple[int, str]]:
         """(plan step, path) where members' provenance found the value, in a step before
         ``i``: provenance's path, then every path the parsed result holds it at (only those
-        with a member's value as a key when ``private``); under ``choices``, then every path
-        of every earlier step's result that holds it (nearest first)."""
+        with a member's value as a key when ``private``); ``wide`` (where to pick a choice
+        among), then every path of every earlier step's result that holds it (nearest
+        first)."""
         out: list[tuple[int, str]] = []
         for r, j in peers:
             src = r.source(j, arg, pos)
             value = _at(r.calls[j].arguments[arg], pos)
             steps = [src.step] if src.kind == "step" and src.step is not None else []
-            if self.choices:
+            if wide and not (value is None or isinstance(value, bool) or value == ""):
+                # (as provenance, a flag, null or empty text is never traced to a result)
                 steps += [n for n in range(j, 0, -1) if n not in steps]
             for n in steps:
                 tool = r.tools[n - 1]
@@ -303,8 +307,12 @@ class _Inducer:
         if not isinstance(got, str) or got not in ("choice", "varies"):
             return got
         del self.inputs[kept:]
+        kinds = {_json_type(x) for v in values for x in v}
+        if len(kinds) != 1 or not kinds <= set(INPUT_TYPES):
+            return got  # one pick's values are of one JSON type
         pairs = list(zip(peers, values, strict=True))
-        held = [b for b in (FromStep(*c) for c in self._candidates(i, arg, peers, (*pos, 0)))
+        held = [b for b in (FromStep(*c) for c in self._candidates(i, arg, peers, (*pos, 0),
+                                                                    wide=True))
                 if all(all(self._among(r, j, b, x) for x in v) for (r, j), v in pairs)]
         return self._input(arg, pos, peers, values, among=self._narrowest(peers, held)) \
             if held else got
@@ -333,11 +341,13 @@ class _Inducer:
         if any(r.source(j, arg, pos).kind == "unknown" for r, j in peers):
             return "unknown"
         pairs = list(zip(peers, values, strict=True))
-        held = [b for b in (FromStep(*c) for c in self._candidates(i, arg, peers, pos))
+        held = [b for b in (FromStep(*c) for c in self._candidates(i, arg, peers, pos,
+                                                                    wide=self.choices))
                 if all(self._among(r, j, b, v) for (r, j), v in pairs)]
         if held:  # one path holds it among others, in every member: the agent chose
+            typed = len(types) == 1 and types <= set(INPUT_TYPES)  # one pick, one JSON type
             return self._input(arg, pos, peers, values, among=self._narrowest(peers, held)) \
-                if self.choices else "choice"
+                if self.choices and typed else "choice"
         if all(any(self._among(r, j, FromStep(*c), v)
                    for c in self._candidates(i, arg, [(r, j)], pos, private=True))
                for (r, j), v in pairs):

@@ -45,8 +45,8 @@ leave the pick to its caller instead of ending there: an input ``{"name": "order
 ``array``: several of them). The caller may give it up front; else the executor stops
 before the first step that uses it and shows the values at ``among`` to pick from, and a
 second call with the pick goes on from there. A pick that is not one of those values is
-refused before any call, so a choice widens what the caller decides by nothing: the plan
-still holds no value of the runs.
+refused before the step that uses it is called, so the caller decides nothing the runs did
+not: the plan still holds no value of the runs, only where the pick is made.
 """
 
 from __future__ import annotations
@@ -183,8 +183,8 @@ class Plan:
         inputs: the values the caller gives, each used by some step.
         steps: the calls in order (at least one).
         stop: None when the plan covers the whole run; else where it hands back.
-        version: the stored form's version (:data:`READ_VERSIONS`; 2 when it has a
-            choice input).
+        version: the stored form's version (:data:`READ_VERSIONS`); a choice input needs
+            2, and induction writes 1 for a plan without one.
     """
 
     inputs: tuple[InputSlot, ...]

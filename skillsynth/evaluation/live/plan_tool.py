@@ -11,7 +11,9 @@ tool) and scored by the world as any other; the agent gets back every step's res
 error of the step that stopped it, and where to go on by hand. A plan's choice inputs
 (v2) are optional parameters: left out, the call stops where the pick is needed and lists
 the values to pick from, and the agent's next call of the same tool with the pick goes on
-from there without calling the earlier steps again (the run holds each tool's last stop).
+from there without calling the earlier steps again (the run holds each tool's last run;
+the earlier inputs may be left out, and changing one is refused:
+:func:`~skillsynth.pipeline.execute.execute_plan`).
 
 What is counted: the agent's *decisions* (model turns that issued a call) and the world's
 calls (every step a plan ran included), so a plan cannot hide calls: ``steps`` stays the
@@ -144,8 +146,12 @@ def _param(plan: Plan, slot: InputSlot) -> dict[str, Any]:
         return {"type": slot.type, "description": "a value the customer gives"}
     step = slot.among.step
     where = f"{slot.among.path or 'the result'} of step {step} ({plan.steps[step - 1].tool})"
-    return {"type": slot.type, "description": f"your pick among the values at {where}; "
-            "leave out to be shown them" + ("; one or more" if slot.type == "array" else "")}
+    param: dict[str, Any] = {"type": slot.type, "description": f"your pick among the values "
+                             f"at {where}; leave out to be shown them"}
+    if slot.type == "array":
+        param["description"] += "; one or more"
+        param["items"] = {"type": ["string", "number", "boolean"]}
+    return param
 
 
 def _spec(name: str, skill: Skill, plan: Plan) -> dict[str, Any]:
@@ -189,12 +195,18 @@ def plan_reply(run: PlanRun) -> str:
                    "result": parse_result(s.result)} for s in run.ran]}
     if run.error:
         out["error"] = run.error
-        out["next"] = "correct what failed and continue with the tools yourself"
+        out["next"] = "correct what failed and continue with the tools yourself" \
+            if run.goes_on_from is None else (
+                f"call this tool again with the input corrected; it goes on from step "
+                f"{run.goes_on_from} without repeating the steps above (or continue with the "
+                "tools yourself)")
     elif run.needs is not None:
         n = run.needs
         out["pick"] = {"input": n.input, "for": n.tool, "one of": list(n.options[:_OPTIONS])}
-        out["next"] = (f"call this tool again with the same inputs and {n.input} set to your "
-                       f"pick; it goes on from step {n.step} without repeating the steps above")
+        if len(n.options) > _OPTIONS:
+            out["pick"]["more"] = len(n.options) - _OPTIONS
+        out["next"] = (f"call this tool again with {n.input} set to your pick; it goes on "
+                       f"from step {n.step} without repeating the steps above")
     elif run.handoff is not None:
         h = run.handoff
         out["next"] = (f"continue with {h.tool or 'the next step'} yourself"

@@ -65,8 +65,8 @@ def plan_shape(plan: Plan, calls: Sequence[tuple[TracedCall, bool]], origin: str
     ``from_gold``) and why a prefix stops (``stop_<reason>``)."""
     return {"complete": int(plan.complete), "prefix": int(not plan.complete),
             "plan_steps": len(plan.steps), "run_steps": sum(ok for _, ok in calls),
-            "inputs": len(plan.inputs) - len(plan.choices), "choices": len(plan.choices),
-            f"from_{origin}": 1,
+            "inputs": len(plan.inputs) - len(plan.choices), f"from_{origin}": 1,
+            **({"choices": len(plan.choices)} if plan.choices else {}),
             **({f"stop_{plan.stop.reason}": 1} if plan.stop is not None else {})}
 
 

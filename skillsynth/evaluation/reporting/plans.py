@@ -67,6 +67,7 @@ def plan_use_table(run: Run) -> pd.DataFrame:
         f = run.path / "points" / pid / "runs.jsonl"
         if not f.exists():
             continue
-        recs = (json.loads(line) for line in f.read_text(encoding="utf-8").splitlines())
+        recs = (json.loads(line) for line in f.read_text(encoding="utf-8").splitlines()
+                if line.strip())
         rows.append({"point": pid, **plan_use(recs)})
     return pd.DataFrame(rows, columns=["point", *PLAN_USE_COLUMNS]).set_index("point")
