@@ -5,9 +5,9 @@ Prose leaves every step to the agent; a plan (:mod:`skillsynth.pipeline.plan`) t
 recalled skill whose body holds a plan that passes :func:`~skillsynth.pipeline.execute.check_plan`
 against the world's tools becomes one extra tool: its name made from the skill's name, its
 description the tools it calls in order and where it hands back, its parameters the plan's
-inputs (all required, typed as the slots declare). Calling it runs the steps in the world one
-at a time, each a normal world call recorded in the transcript (``Turn.via`` names the plan
-tool) and scored by the world as any other; the agent gets back every step's result, the
+inputs (typed as the slots declare; the customer's required, a pick optional). Calling it
+runs the steps in the world one at a time, each a normal world call recorded in the
+transcript (``Turn.via`` names the plan tool) and scored by the world as any other; the agent gets back every step's result, the
 error of the step that stopped it, and where to go on by hand. A plan's choice inputs
 (v2) are optional parameters: left out, the call stops where the pick is needed and lists
 the values to pick from, and the agent's next call of the same tool with the pick goes on
