@@ -28,11 +28,10 @@ from skillsynth.pipeline.plan import (
     find_plan,
     parse_plan,
     render_plan,
-    resolve_binding,
-    resolve_path,
     strip_plan,
     with_plan,
 )
+from skillsynth.pipeline.resolve import resolve_binding, resolve_path
 from skillsynth.pipeline.skill import PROFILES, Skill, validate_dir, validate_gaia691
 from skillsynth.store import ToolCall
 
@@ -285,17 +284,17 @@ def test_a_plan_without_choices_is_stored_as_the_v1_form_it_always_was():
                 (PlanStep("find_user", {"first_name": FromInput("first_name")}),
                  PlanStep("get_user", {"user_id": FromStep(1, "")})),
                 PlanStop(3, "get_order", "order_id", "choice"))
-    assert render_plan(plan) == "\n".join([
-        "```skillsynth-plan v1",
-        '{"inputs": [',
-        ' {"name": "first_name", "type": "string", "from": "customer"}',
-        "],",
-        '"steps": [',
-        ' {"tool": "find_user", "args": {"first_name": {"input": "first_name"}}},',
-        ' {"tool": "get_user", "args": {"user_id": {"step": 1, "path": ""}}}',
-        "],",
-        '"stop": {"step": 3, "tool": "get_order", "argument": "order_id", "reason": "choice"}}',
-        "```"])
+    assert render_plan(plan) == (
+        "```skillsynth-plan v1\n"
+        '{"inputs": [\n'
+        ' {"name": "first_name", "type": "string", "from": "customer"}\n'
+        "],\n"
+        '"steps": [\n'
+        ' {"tool": "find_user", "args": {"first_name": {"input": "first_name"}}},\n'
+        ' {"tool": "get_user", "args": {"user_id": {"step": 1, "path": ""}}}\n'
+        "],\n"
+        '"stop": {"step": 3, "tool": "get_order", "argument": "order_id", "reason": "choice"}}\n'
+        "```")
 
 
 def test_the_block_renders_one_line_per_input_and_step_and_parses_back_equal():

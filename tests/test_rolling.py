@@ -235,6 +235,7 @@ def test_sweep_specs_grid_protocol_settings(tmp_path):
     assert [p.settings(s) for p in pts] == [
         {"protocol": "rolling", "recall_key": key, "recall_cut": "raw", "rate": "calls",
          "distill_args": "none", "distiller": "llm", "procedure_form": "prose",
+         "plan_choices": False,
          "verify": "none", "verify_tasks": 3, "verify_min_success": 0.5, "verify_calls": "none"}
         for key in ("when_to_use", "goals", "both")]
     assert len({p.id for p in pts}) == 3 and "key-goals" in pts[1].id

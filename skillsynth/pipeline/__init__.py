@@ -2,8 +2,9 @@
 
 ``skill`` (the SKILL.md format) -> ``detect`` (successful tool sequences per goal) ->
 ``provenance`` (where each argument of a run's calls came from) -> ``plan`` (a procedure as
-steps with bound arguments, stored in SKILL.md) -> ``induce`` (a plan from a cluster's runs,
-no model) -> ``execute`` (a plan checked against a world's tool schemas, then run) ->
+steps with bound arguments, stored in SKILL.md) -> ``resolve`` (what a plan's binding stands
+for) -> ``schema`` (the JSON Schema subset tool specs use) -> ``induce`` (a plan from a
+cluster's runs, no model) -> ``execute`` (a plan checked against a world's tool schemas, then run) ->
 ``partition`` (goal vectors cut into independent groups, at scale) -> ``cluster`` (goals by
 similarity) -> ``distill`` (a cluster into a skill, by the LLM) -> ``recall`` (procedures
 for a goal) -> ``reconcile`` (a new skill against the store) -> ``verify`` (a candidate
@@ -14,8 +15,8 @@ never evaluation.
 """
 
 #: The stages in data-flow order (a stage may import only those before it).
-STAGES = ("skill", "detect", "provenance", "plan", "induce", "execute", "partition",
-          "cluster", "distill", "recall", "reconcile", "verify", "synthesize", "inject",
-          "export", "outcome")
+STAGES = ("skill", "detect", "provenance", "plan", "resolve", "schema", "induce", "execute",
+          "partition", "cluster", "distill", "recall", "reconcile", "verify", "synthesize",
+          "inject", "export", "outcome")
 
 __all__ = ["STAGES"]

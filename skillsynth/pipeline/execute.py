@@ -31,8 +31,6 @@ again, so no write among them is repeated, and their results bind the rest.
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
@@ -50,16 +48,13 @@ from .plan import (
     ObjectOf,
     Plan,
     PlanStop,
-    parse_result,
-    resolve_binding,
-    resolve_path,
-    value_key,
 )
+from .resolve import parse_result, resolve_binding, resolve_path, value_key
+from .schema import deref, is_type, same_json, schema_enum, schema_errors, schema_types, short_json
 
 __all__ = ["Needs", "PlanRun", "StepOutcome", "StepRun", "WorldCall", "check_plan", "execute_plan",
            "input_problems", "plan_problems", "schema_errors"]
 
-_MAX_SCHEMA_DEPTH = 32
 
 
 class StepOutcome(Protocol):
@@ -149,132 +144,6 @@ class PlanRun:
         return tuple(s.result for s in self.ran)
 
 
-# ---------------------------------------------------------------------- JSON schema
-def _is_type(value: Any, name: str) -> bool:
-    if name == "integer":
-        return (isinstance(value, int) and not isinstance(value, bool)) or (
-            isinstance(value, float) and value.is_integer())
-    if name == "number":
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    kinds: dict[str, Any] = {"string": str, "boolean": bool, "array": list, "object": dict,
-                             "null": type(None)}
-    return name in kinds and isinstance(value, kinds[name])
-
-
-def _same(a: Any, b: Any) -> bool:
-    """JSON equality: a boolean is not a number, 1 equals 1.0."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    return bool(a == b) and (isinstance(a, int | float) == isinstance(b, int | float))
-
-
-def _deref(schema: Any, root: Mapping[str, Any]) -> Any:
-    """``schema`` with a local ``$ref`` (``#/$defs/X``) followed; None where it dangles."""
-    for _ in range(_MAX_SCHEMA_DEPTH):
-        if not isinstance(schema, Mapping) or "$ref" not in schema:
-            return schema
-        ref = schema["$ref"]
-        if not isinstance(ref, str) or not ref.startswith("#/"):
-            return None
-        node: Any = root
-        for part in ref[2:].split("/"):
-            node = node.get(part) if isinstance(node, Mapping) else None
-        if node is None:
-            return None
-        schema = {**node, **{k: v for k, v in schema.items() if k != "$ref"}}
-    return None
-
-
-def _short(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def schema_errors(value: Any, schema: Any, *, where: str = "",
-                  root: Mapping[str, Any] | None = None, depth: int = 0) -> list[str]:
-    """Why ``value`` fails ``schema``; an empty list means it passes.
-
-    The subset OpenAI function schemas use (pydantic's included): ``type`` (one or a list),
-    ``enum``, ``const``, ``properties``, ``required``, ``additionalProperties``, ``items``,
-    ``anyOf``/``oneOf``/``allOf``, local ``$ref`` to ``$defs``, string and list lengths,
-    ``pattern``, number bounds. Other keywords (``title``, ``description``, ``format``) do
-    not constrain. A ``$ref`` that does not resolve fails (refused, not waved through).
-    """
-    root = schema if root is None and isinstance(schema, Mapping) else root or {}
-    if depth > _MAX_SCHEMA_DEPTH:
-        return [f"{where}: the schema nests too deep to check"]
-    schema = _deref(schema, root)
-    if schema is None:
-        return [f"{where}: the tool's schema has a reference that does not resolve"]
-    if schema is True or schema == {}:
-        return []
-    if schema is False or not isinstance(schema, Mapping):
-        return [f"{where}: no value is allowed here"]
-    errors: list[str] = []
-    for key in ("anyOf", "oneOf"):
-        if isinstance(schema.get(key), list):
-            fits = sum(not schema_errors(value, s, where=where, root=root, depth=depth + 1)
-                       for s in schema[key])
-            if fits == 0 or (key == "oneOf" and fits > 1):
-                errors.append(f"{where}: {_short(value)} fits {fits} of the schema's "
-                              f"{len(schema[key])} alternatives ({key})")
-    for s in schema.get("allOf") or []:
-        errors += schema_errors(value, s, where=where, root=root, depth=depth + 1)
-    types = schema.get("type")
-    if types is not None:
-        types = [types] if isinstance(types, str) else list(types)
-        if not any(_is_type(value, t) for t in types):
-            return errors + [f"{where}: {_short(value)} is not of type {' or '.join(types)}"]
-    if "enum" in schema and not any(_same(value, e) for e in schema["enum"]):
-        errors.append(f"{where}: {_short(value)} is not one of {_short(schema['enum'])}")
-    if "const" in schema and not _same(value, schema["const"]):
-        errors.append(f"{where}: {_short(value)} is not {_short(schema['const'])}")
-    errors += _bounds(value, schema, where)
-    if isinstance(value, list) and isinstance(schema.get("items"), Mapping | bool):
-        for i, x in enumerate(value):
-            errors += schema_errors(x, schema["items"], where=f"{where}[{i + 1}]", root=root,
-                                    depth=depth + 1)
-    if isinstance(value, dict):
-        errors += _object_errors(value, schema, where, root, depth)
-    return errors
-
-
-def _bounds(value: Any, schema: Mapping[str, Any], where: str) -> list[str]:
-    out = []
-    size = len(value) if isinstance(value, str | list) else None
-    if size is not None:
-        lo, hi = ("minLength", "maxLength") if isinstance(value, str) else ("minItems",
-                                                                             "maxItems")
-        if isinstance(schema.get(lo), int) and size < schema[lo]:
-            out.append(f"{where}: {size} long; the schema's {lo} is {schema[lo]}")
-        if isinstance(schema.get(hi), int) and size > schema[hi]:
-            out.append(f"{where}: {size} long; the schema's {hi} is {schema[hi]}")
-    if isinstance(value, str) and isinstance(schema.get("pattern"), str) and \
-            re.search(schema["pattern"], value) is None:
-        out.append(f"{where}: {_short(value)} does not match the schema's pattern")
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        for key, bad in (("minimum", value.__lt__), ("maximum", value.__gt__),
-                         ("exclusiveMinimum", value.__le__), ("exclusiveMaximum", value.__ge__)):
-            if isinstance(schema.get(key), int | float) and bad(schema[key]) is True:
-                out.append(f"{where}: {value} is past the schema's {key} {schema[key]}")
-    return out
-
-
-def _object_errors(value: Mapping[str, Any], schema: Mapping[str, Any], where: str,
-                   root: Mapping[str, Any], depth: int) -> list[str]:
-    out = [f"{where}: {k!r} is required" for k in schema.get("required") or []
-           if k not in value]
-    props = schema.get("properties") or {}
-    extra = schema.get("additionalProperties", True)
-    for k, v in value.items():
-        sub = props.get(k, extra)
-        if sub is False:
-            out.append(f"{where}: {k!r} is not an argument the schema declares")
-        else:
-            out += schema_errors(v, sub, where=f"{where}.{k}", root=root, depth=depth + 1)
-    return out
-
-
 # ---------------------------------------------------------------------- checking a plan
 def _tools(tool_specs: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
     """Tool name -> its parameters schema (OpenAI ``{"type": "function", "function": ...}``
@@ -289,40 +158,10 @@ def _tools(tool_specs: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, An
     return out
 
 
-def _types(schema: Any, root: Mapping[str, Any], depth: int = 0) -> set[str] | None:
-    """The JSON types ``schema`` allows (None: any)."""
-    schema = _deref(schema, root)
-    if not isinstance(schema, Mapping) or depth > _MAX_SCHEMA_DEPTH:
-        return None if schema is True or schema == {} else set()
-    if "type" in schema:
-        t = schema["type"]
-        found = {t} if isinstance(t, str) else set(t)
-        return found | ({"integer"} if "number" in found else set())
-    alts = schema.get("anyOf") or schema.get("oneOf")
-    if isinstance(alts, list):
-        parts = [_types(s, root, depth + 1) for s in alts]
-        if any(p is None for p in parts):
-            return None
-        return set().union(*(p for p in parts if p is not None))
-    return None
-
-
-def _enum(schema: Any, root: Mapping[str, Any], depth: int = 0) -> list[Any]:
-    """Every value ``schema`` lists in an ``enum`` or ``const`` (through refs and choices)."""
-    schema = _deref(schema, root)
-    if not isinstance(schema, Mapping) or depth > _MAX_SCHEMA_DEPTH:
-        return []
-    found = list(schema.get("enum") or []) + ([schema["const"]] if "const" in schema else [])
-    for key in ("anyOf", "oneOf", "allOf"):
-        for s in schema.get(key) or []:
-            found += _enum(s, root, depth + 1)
-    return found
-
-
 def _binding_problems(b: Binding, schema: Any, where: str, root: Mapping[str, Any],
                       slots: Mapping[str, str]) -> list[str]:
     """What can be known of a binding before anything runs."""
-    allowed = _types(schema, root)
+    allowed = schema_types(schema, root)
 
     def wants(t: str) -> list[str]:
         if allowed is None or t in allowed:
@@ -332,7 +171,7 @@ def _binding_problems(b: Binding, schema: Any, where: str, root: Mapping[str, An
 
     if isinstance(b, Const):
         out = schema_errors(b.value, schema, where=where, root=root)
-        if isinstance(b.value, str) and not any(_same(b.value, e) for e in _enum(schema, root)):
+        if isinstance(b.value, str) and not any(same_json(b.value, e) for e in schema_enum(schema, root)):
             out.append(f"{where}: a string constant the schema does not list in an enum (a "
                        "plan carries no free text; such a value comes from an input)")
         return out
@@ -340,7 +179,7 @@ def _binding_problems(b: Binding, schema: Any, where: str, root: Mapping[str, An
         return wants(slots.get(b.name, "?"))
     if isinstance(b, FromStep):
         return wants("array") if b.every else []
-    target = _deref(schema, root)
+    target = deref(schema, root)
     target = target if isinstance(target, Mapping) else {}
     if isinstance(b, ListOf):
         return wants("array") + [p for i, x in enumerate(b.items) for p in _binding_problems(
@@ -402,8 +241,8 @@ def input_problems(plan: Plan, inputs: Mapping[str, Any]) -> list[str]:
                 out.append(f"input {name!r} is missing")
             continue
         value = inputs[name]
-        if not _is_type(value, slot.type):
-            out.append(f"input {name!r}: {_short(value)} is not of type {slot.type}")
+        if not is_type(value, slot.type):
+            out.append(f"input {name!r}: {short_json(value)} is not of type {slot.type}")
         elif slot.type == "array" and not (0 < len(value) <= MAX_BINDING_ITEMS and all(
                 v is None or isinstance(v, bool | int | float | str) for v in value)):
             out.append(f"input {name!r}: a pick of 1 to {MAX_BINDING_ITEMS} values, each a "
@@ -441,8 +280,8 @@ def _used(b: Binding) -> list[str]:
 def _same_value(a: Any, b: Any) -> bool:
     """JSON equality (:func:`_same`), element by element for lists."""
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    return _same(a, b)
+        return len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b, strict=True))
+    return same_json(a, b)
 
 
 def _resumed(plan: Plan, inputs: Mapping[str, Any], resume: PlanRun | None
@@ -467,7 +306,7 @@ def _resumed(plan: Plan, inputs: Mapping[str, Any], resume: PlanRun | None
     changed = sorted(k for k in used if not _same_value(merged.get(k), resume.inputs.get(k)))
     if changed:
         raise PlanRefused([
-            f"input {k!r}: {_short(merged.get(k))} is not {_short(resume.inputs.get(k))}, "
+            f"input {k!r}: {short_json(merged.get(k))} is not {short_json(resume.inputs.get(k))}, "
             f"which your earlier call ran steps 1-{n} with; leave it out or give the same "
             f"value to go on from step {n + 1}, or go on with the tools yourself"
             for k in changed])
@@ -489,15 +328,15 @@ def _pick(slot: InputSlot, inputs: Mapping[str, Any], parsed: Sequence[Any], ste
     if slot.name not in inputs:
         return Needs(input=slot.name, step=step, tool=tool, options=tuple(options))
     picked = inputs[slot.name] if slot.type == "array" else [inputs[slot.name]]
-    bad = [v for v in picked if not any(_same(v, o) for o in options)]
-    twice = [v for i, v in enumerate(picked) if any(_same(v, w) for w in picked[:i])]
+    bad = [v for v in picked if not any(same_json(v, o) for o in options)]
+    twice = [v for i, v in enumerate(picked) if any(same_json(v, w) for w in picked[:i])]
     if not bad and not twice:
         return None
     if twice:
-        return f"steps[{step}]: input {slot.name!r} picks {_short(twice[0])} twice"
-    shown = ", ".join(_short(v) for v in options[:12]) + (
+        return f"steps[{step}]: input {slot.name!r} picks {short_json(twice[0])} twice"
+    shown = ", ".join(short_json(v) for v in options[:12]) + (
         f" and {len(options) - 12} more" if len(options) > 12 else "")
-    return (f"steps[{step}]: input {slot.name!r}: {_short(bad[0])} is not one of {where} "
+    return (f"steps[{step}]: input {slot.name!r}: {short_json(bad[0])} is not one of {where} "
             f"values ({shown})")
 
 

@@ -66,12 +66,9 @@ from .plan import (
     PlanStep,
     PlanStop,
     StopReason,
-    parse_result,
-    resolve_binding,
-    resolve_path,
-    value_key,
 )
 from .provenance import ArgSource, TracedCall, argument_sources, session_calls
+from .resolve import parse_result, resolve_binding, resolve_path, value_key
 from .skill import TOOL_RE
 
 if TYPE_CHECKING:

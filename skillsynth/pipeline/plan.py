@@ -54,7 +54,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal, cast
 
@@ -65,8 +65,8 @@ __all__ = ["IDENT_RE", "INPUT_TYPES", "MAX_BINDING_DEPTH", "MAX_BINDING_ITEMS", 
            "MAX_PLAN_INPUTS", "MAX_PLAN_STEPS", "MAX_STRING_CHARS", "PATH_RE", "PLAN_VERSION",
            "READ_VERSIONS", "STOP_REASONS", "Binding", "Const", "FromInput", "FromStep",
            "InputSlot", "InputSource", "InputType", "ListOf", "ObjectOf", "Plan", "PlanStep",
-           "PlanStop", "StopReason", "find_plan", "parse_plan", "parse_result", "render_plan", "resolve_binding", "resolve_path",
-           "strip_plan", "value_key", "with_plan"]
+           "PlanStop", "StopReason", "find_plan", "parse_plan", "render_plan",
+           "strip_plan", "with_plan"]
 
 #: The newest stored form: v2 adds choice inputs; a plan without one is written as v1.
 PLAN_VERSION = 2
@@ -478,70 +478,3 @@ def strip_plan(body: str) -> str:
 def with_plan(skill: Skill, plan: Plan) -> Skill:
     """``skill`` with ``plan`` as the last part of its body (an existing plan replaced)."""
     return replace(skill, body=strip_plan(skill.body) + "\n\n" + render_plan(plan))
-
-
-# ---------------------------------------------------------------------- resolution
-def parse_result(text: str) -> Any:
-    """A result as its paths see it: the JSON value, else the text itself."""
-    try:
-        return json.loads(text)
-    except (TypeError, ValueError):
-        return text
-
-
-def resolve_path(result: Any, path: str) -> list[Any]:
-    """Every value at ``path`` in a parsed result, in the result's order."""
-    if not PATH_RE.match(path):
-        raise _fail("path", f"{path!r} is not a result path")
-    values = [result]
-    for seg in path.split(".") if path else []:
-        name, lists = seg.split("[]", 1)[0], seg.count("[]")
-        if name == "<key>":
-            values = [k for v in values if isinstance(v, dict) for k in v]
-        elif name:
-            values = [v[name] for v in values if isinstance(v, dict) and name in v]
-        for _ in range(lists):
-            values = [x for v in values if isinstance(v, list) for x in v]
-    return values
-
-
-def value_key(value: Any) -> str:
-    """A value's identity with its JSON type (1, 1.0, "1" and true all differ): how a plan
-    compares values."""
-    return json.dumps(value, sort_keys=True, ensure_ascii=True) + type(value).__name__
-
-
-def resolve_binding(binding: Binding, results: Sequence[Any], inputs: Mapping[str, Any],
-                    *, where: str = "") -> Any:
-    """The value ``binding`` stands for, given the parsed results of the steps before it
-    (``results[0]`` is step 1's) and the inputs.
-
-    Raises:
-        PlanError: an input is missing, a step has not run, or a path gives no value or
-            (one-value binding) two different values.
-    """
-    if isinstance(binding, FromInput):
-        if binding.name not in inputs:
-            raise _fail(where, f"no input {binding.name!r} was given")
-        return inputs[binding.name]
-    if isinstance(binding, Const):
-        return binding.value
-    if isinstance(binding, ListOf):
-        return [resolve_binding(x, results, inputs, where=f"{where}[{i + 1}]")
-                for i, x in enumerate(binding.items)]
-    if isinstance(binding, ObjectOf):
-        return {k: resolve_binding(x, results, inputs, where=f"{where}.{k}")
-                for k, x in binding.fields.items()}
-    if not 1 <= binding.step <= len(results):
-        raise _fail(where, f"step {binding.step} has not run")
-    found = resolve_path(results[binding.step - 1], binding.path)
-    said = f"step {binding.step}'s result at {binding.path or '(the whole result)'!r}"
-    if not found:
-        raise _fail(where, f"no value in {said}")
-    if binding.every:
-        return found
-    distinct = {value_key(v): v for v in found}
-    if len(distinct) > 1:
-        raise _fail(where, f"{len(distinct)} different values in {said}; a plan does not "
-                    "choose between them, the agent does")
-    return found[0]

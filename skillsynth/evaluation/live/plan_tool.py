@@ -31,7 +31,8 @@ from typing import Any, Literal
 
 from ...errors import PlanError, PlanRefused
 from ...pipeline.execute import PlanRun, WorldCall, check_plan, execute_plan
-from ...pipeline.plan import InputSlot, Plan, find_plan, parse_result, strip_plan
+from ...pipeline.plan import InputSlot, Plan, find_plan, strip_plan
+from ...pipeline.resolve import parse_result
 from ...pipeline.skill import Skill
 
 __all__ = ["PLAN_TOOL_PREFIX", "PROCEDURE_FORMS", "PlanTool", "PlanTools", "ProcedureForm",
