@@ -21,6 +21,8 @@ _MAX_SCHEMA_DEPTH = 32
 
 
 def is_type(value: Any, name: str) -> bool:
+    """Whether ``value`` is of JSON type ``name`` (a whole float counts as an integer, a
+    boolean as no number)."""
     if name == "integer":
         return (isinstance(value, int) and not isinstance(value, bool)) or (
             isinstance(value, float) and value.is_integer())
@@ -56,6 +58,7 @@ def deref(schema: Any, root: Mapping[str, Any]) -> Any:
 
 
 def short_json(value: Any) -> str:
+    """``value`` as JSON, cut to 60 characters: how an error message quotes it."""
     text = json.dumps(value, ensure_ascii=False)
     return text if len(text) <= 60 else text[:57] + "..."
 
