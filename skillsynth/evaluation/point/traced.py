@@ -61,8 +61,9 @@ def trace_plan(probe: str, calls: Sequence[tuple[TracedCall, bool]], customer: s
 def plan_shape(plan: Plan, calls: Sequence[tuple[TracedCall, bool]], origin: str
                ) -> dict[str, int]:
     """What a point's summary counts of one traced plan: complete or a prefix, its steps
-    against the run's successful calls, inputs (the customer's), choices, where the run came from (``from_history``,
-    ``from_gold``) and why a prefix stops (``stop_<reason>``)."""
+    against the run's successful calls, inputs (the customer's), choices (where any), where
+    the run came from (``from_history``, ``from_gold``) and why a prefix stops
+    (``stop_<reason>``)."""
     return {"complete": int(plan.complete), "prefix": int(not plan.complete),
             "plan_steps": len(plan.steps), "run_steps": sum(ok for _, ok in calls),
             "inputs": len(plan.inputs) - len(plan.choices), f"from_{origin}": 1,

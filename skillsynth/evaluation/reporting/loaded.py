@@ -49,6 +49,14 @@ class Run:
             self._points_read[point_id] = PointSummary.load(f) if f.exists() else None
         return self._points_read[point_id]
 
+    def point_runs(self, point_id: str) -> list[dict[str, Any]]:
+        """A point's live run records (``runs.jsonl``; empty: it ran none live)."""
+        f = self.path / "points" / point_id / "runs.jsonl"
+        if not f.exists():
+            return []
+        return [json.loads(line) for line in f.read_text(encoding="utf-8").splitlines()
+                if line.strip()]
+
 
 def load_run(run_dir: str | Path) -> Run:
     """Read a sweep's results folder.

@@ -62,12 +62,6 @@ def plan_use(runs: Iterable[Mapping[str, Any]]) -> dict[str, int]:
 def plan_use_table(run: Run) -> pd.DataFrame:
     """One row per point that offered plans as tools (:func:`plan_use` over its runs);
     empty when no point did."""
-    rows = []
-    for pid in (p for p, form in procedure_forms(run).items() if form != "prose"):
-        f = run.path / "points" / pid / "runs.jsonl"
-        if not f.exists():
-            continue
-        recs = (json.loads(line) for line in f.read_text(encoding="utf-8").splitlines()
-                if line.strip())
-        rows.append({"point": pid, **plan_use(recs)})
+    rows = [{"point": pid, **plan_use(runs)} for pid, form in procedure_forms(run).items()
+            if form != "prose" and (runs := run.point_runs(pid))]
     return pd.DataFrame(rows, columns=["point", *PLAN_USE_COLUMNS]).set_index("point")

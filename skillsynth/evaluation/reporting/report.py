@@ -8,7 +8,6 @@ The gate and baselines are :mod:`.gate` (re-exported here).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -113,15 +112,9 @@ def live_runs_table(run: Run) -> pd.DataFrame:
 
     Empty when no point ran the live agent.
     """
-    recs = []
-    for pt in run.summary.points:
-        f = run.path / "points" / pt.id / "runs.jsonl"
-        if not f.exists():
-            continue
-        for line in f.read_text(encoding="utf-8").splitlines():
-            r = json.loads(line)
-            recs.append({**{k: r.get(k) for k in _LIVE_COLS}, "point": pt.id,
-                         "world": r.get("world"), "recalled": len(r.get("recalled_ids") or [])})
+    recs = [{**{k: r.get(k) for k in _LIVE_COLS}, "point": pt.id, "world": r.get("world"),
+             "recalled": len(r.get("recalled_ids") or [])}
+            for pt in run.summary.points for r in run.point_runs(pt.id)]
     cols = [*_LIVE_COLS[:1], "world", *_LIVE_COLS[1:]]
     return pd.DataFrame(recs, columns=cols)
 

@@ -57,8 +57,8 @@ def gold_flows(gold: Sequence[GoldAction], calls: Sequence[ToolCall], customer: 
                ) -> list[Flow]:
     """Each gold action's argument sources in the run ``calls`` (module docstring)."""
     done = [c for c in calls if c.success]
-    traced = [TracedCall(name=c.tool_name, arguments=call_arguments(c.args) or {}, result=c.result_summary or "")
-              for c in done]
+    traced = [TracedCall(name=c.tool_name, arguments=call_arguments(c.args) or {},
+                         result=c.result_summary or "") for c in done]
     sources = every_source(traced, customer)
     used: set[int] = set()
     out: list[Flow] = []
