@@ -237,9 +237,9 @@ def test_live_history_writes_gaia_rows_and_labels_and_resumes(tmp_path, airline)
         live_history(airline, llm, db, tasks=["9"], attempts=0)
 
 
-def _row(probe, arm, steps, ok, rep=0, tokens=100, family=None):
+def _row(probe, arm, steps, ok, rep=0, tokens=100, family=None, decisions=None):
     return ProbeResult("s", arm, probe, family or probe, "g", (), (), 0, False, 4, steps,
-                       "live", ok, prompt_tokens=tokens, repeat=rep)
+                       "live", ok, prompt_tokens=tokens, repeat=rep, decisions=decisions)
 
 
 def test_live_kpis_summarize_repeats_per_arm_before_pairing_probes():
@@ -260,6 +260,25 @@ def test_live_kpis_summarize_repeats_per_arm_before_pairing_probes():
     for name in ("live_step_reduction", "live_success_change", "live_share_made_worse",
                  "live_prompt_token_change"):
         assert k[name].lo is not None and k[name].hi is not None and k[name].n > 0
+    assert k["live_decision_reduction"].n == 0  # rows without decisions counted: none
+
+
+def test_decision_reduction_counts_a_plan_call_as_one_decision_on_solved_probes():
+    rows = [  # a: a plan solves it in 2 decisions (5 world calls) against 5; b: memory fails
+        _row("a", "no-memory", 5, True, 0, decisions=5), _row("a", "no-memory", 5, False, 1,
+                                                              decisions=2),
+        _row("a", "memory", 5, True, 0, decisions=2), _row("a", "memory", 5, True, 1,
+                                                           decisions=3),
+        _row("b", "no-memory", 4, True, 0, decisions=4), _row("b", "memory", 8, False, 0,
+                                                              decisions=8),
+        _row("c", "no-memory", 3, True, 0, decisions=3), _row("c", "memory", 3, True, 0,
+                                                              decisions=6)]
+    k = point_kpis(rows, [], {}, n_boot=300)
+    # a: no-memory's solved run took 5 decisions, memory's 2.5 on average: (5 - 2.5) / 5;
+    # c: (3 - 6) / 3 = -1; b: memory solved none, not counted; steps unchanged on a
+    assert k["live_decision_reduction"].value == pytest.approx((0.5 - 1.0) / 2)
+    assert k["live_decision_reduction"].n == 2
+    assert k["live_step_reduction"].value == pytest.approx(0.0)
 
 
 def test_world_commands_list_and_refuse_bad_names_before_any_model(capsys):

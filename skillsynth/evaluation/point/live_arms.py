@@ -187,4 +187,4 @@ def _live_row(r: ProbeResult, arm: str, run: AgentRun, block: str, rep: int,
         wall_s=run.wall_s, failed_calls=run.failed_calls, turns=run.turns,
         prompt_tokens=run.prompt_tokens, completion_tokens=run.completion_tokens,
         reward=run.reward, termination=run.termination, repeat=rep, world=world,
-        gold_matched=gold_matched)
+        gold_matched=gold_matched, decisions=run.decisions)

@@ -96,6 +96,8 @@ class ProbeResult:
             are diagnosed by when_to_use; None when there is no such procedure).
         gold_matched: live runs: the share of the task's gold actions the run executed
             (tau2's per-action check; None without gold actions).
+        decisions: live runs: the agent's model turns that issued a call (a recalled plan's
+            call is one decision however many world calls it makes; None: not counted).
         seen_task: another attempt at the probe's own task was in the history it was
             recalled against (always so under the ``task`` family rule; under ``tools`` a
             seen task means the goal was not new). None: unknown (no task id).
@@ -131,6 +133,7 @@ class ProbeResult:
     world: str | None = None
     seen_task: bool | None = None
     gold_matched: float | None = None
+    decisions: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready (one line of ``results.jsonl``)."""
@@ -311,16 +314,19 @@ class _Arm:
     success: float | None  # share of repeats the world judged a success
     steps_ok: float | None  # mean steps over successful repeats
     prompt_tokens: float | None
+    decisions_ok: float | None = None  # mean agent decisions over successful counted repeats
 
 
 def _arm(runs: Sequence[ProbeResult]) -> _Arm:
     judged = [r for r in runs if r.success is not None]
     ok = [r.steps for r in judged if r.success]
     toks = [r.prompt_tokens for r in runs if r.prompt_tokens is not None]
+    dec = [float(r.decisions) for r in judged if r.success and r.decisions is not None]
     return _Arm(family=runs[0].family,
                 success=_mean([float(bool(r.success)) for r in judged]) if judged else None,
                 steps_ok=_mean([float(x) for x in ok]) if ok else None,
-                prompt_tokens=_mean([float(x) for x in toks]) if toks else None)
+                prompt_tokens=_mean([float(x) for x in toks]) if toks else None,
+                decisions_ok=_mean(dec) if dec else None)
 
 
 def _live_kpis(live: Sequence[ProbeResult], kw: dict[str, Any]) -> list[KPI]:
@@ -328,7 +334,11 @@ def _live_kpis(live: Sequence[ProbeResult], kw: dict[str, Any]) -> list[KPI]:
 
     With r repeats per arm a probe's arm is summarized first (success rate, mean steps of
     its successful runs, mean prompt tokens), then probes are paired; with r = 1 these are
-    the runs themselves. Intervals cluster by family.
+    the runs themselves. Intervals cluster by family. ``live_decision_reduction`` is
+    ``live_step_reduction`` on the agent's decisions (the probes solved in both arms): a
+    plan's world calls count as steps but its call as one decision, so the two together
+    show whether a plan saves the agent's work or only hides calls (runs recorded before
+    decisions were counted have none).
     """
     runs: dict[str, dict[str, list[ProbeResult]]] = defaultdict(lambda: defaultdict(list))
     for r in live:
@@ -336,6 +346,7 @@ def _live_kpis(live: Sequence[ProbeResult], kw: dict[str, Any]) -> list[KPI]:
     pairs = [(_arm(a["no-memory"]), _arm(a["memory"])) for a in runs.values()
              if a.get("no-memory") and a.get("memory")]
     both_ok = [(b, m) for b, m in pairs if b.steps_ok and m.steps_ok is not None]
+    dec_ok = [(b, m) for b, m in pairs if b.decisions_ok and m.decisions_ok is not None]
     known = [(b, m) for b, m in pairs if b.success is not None and m.success is not None]
     toks = [(b, m) for b, m in pairs if b.prompt_tokens and m.prompt_tokens is not None]
     Pairs = list[tuple[_Arm, _Arm]]
@@ -352,6 +363,10 @@ def _live_kpis(live: Sequence[ProbeResult], kw: dict[str, Any]) -> list[KPI]:
         mean_kpi("live_step_reduction",
                  [(b.steps_ok - m.steps_ok) / b.steps_ok for b, m in both_ok],  # type: ignore[operator]
                  unit="probes", clusters=fams(both_ok), bounds=(None, 1.0), **kw),
+        mean_kpi("live_decision_reduction",
+                 [(b.decisions_ok - m.decisions_ok) / b.decisions_ok  # type: ignore[operator]
+                  for b, m in dec_ok], unit="probes", clusters=fams(dec_ok),
+                 bounds=(None, 1.0), **kw),
         mean_kpi("live_success_change", [m.success - b.success for b, m in known],  # type: ignore[operator]
                  unit="probes", clusters=fams(known), bounds=SHARE_CHANGE, **kw),
         proportion_kpi("live_share_made_worse", [float(worse(b, m)) for b, m in known],
