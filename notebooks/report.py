@@ -104,6 +104,11 @@ for point_id, loss in losses.items():
                      f"`{loss.mismatched}`, summed over {len(loss.probes)} probes"))
     display(loss.stages)
     display(loss.probes)
+    unstated = loss.unstated_at_source()
+    if len(unstated):
+        display(Markdown("Arguments whose source the text does not state, over the probes "
+                         "put at source:"))
+        display(unstated.to_frame())
 if not losses:
     print("no design point beside both mismatched and oracle-args live: no loss table")
 

@@ -3,6 +3,7 @@ recall, content, source or the agent; worked by hand on a run folder with real S
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pandas as pd
@@ -145,6 +146,16 @@ def test_each_probes_lost_gain_is_put_at_the_first_stage_that_explains_it(tmp_pa
     assert by.loc["p2", "gold_tools_named"] == "1/2" and by.loc["p3", "gold_args_named"] == "2/3"
     assert by.loc["p1", "gold_sources_stated"] == "1/3" and \
         by.loc["p4", "gold_sources_stated"] == "3/3"
+    # which: p1's text sends order_id to the customer and says nothing of the reason
+    assert by.loc["p1", "sources_not_stated"] == \
+        "cancel_pending_order.order_id; cancel_pending_order.reason"
+    assert by.loc["p4", "sources_not_stated"] == ""
+    assert t.unstated_at_source().to_dict() == {"cancel_pending_order.order_id": 1,
+                                                "cancel_pending_order.reason": 1}
+    twice = dataclasses.replace(t, probes=t.probes.assign(sources_not_stated=(
+        "a.x; a.x; b.y", "", "a.x", "", ""), stage=("source", "source", "content", "source",
+                                                    "agent")))
+    assert twice.unstated_at_source().to_dict() == {"a.x": 1, "b.y": 1}  # probes, not mentions
     assert t.upper_gain == 2.5
     stages = t.stages.set_index("stage")
     assert list(stages.index) == ["recall", "content", "source", "agent"]

@@ -40,7 +40,7 @@ from ..point.controls import ORACLE_PREFIX, GoldAction, GoldSource
 from ..strategies import STRATEGIES, get_strategy
 from .controls import per_probe
 from .loaded import Run
-from .stated import Flow, gold_flows, sources_in_text
+from .stated import Flow, gold_flows, source_judgements
 
 __all__ = ["PROSE_RUNGS", "STAGES", "LossTable", "gold_in_text", "ladder_points", "loss_table",
            "loss_tables", "procedure_forms"]
@@ -68,6 +68,13 @@ class LossTable:
     probes: pd.DataFrame
     stages: pd.DataFrame
     upper_gain: float
+
+    def unstated_at_source(self) -> pd.Series:
+        """Which arguments lose the probes put at ``source``: each ``tool.argument`` whose
+        source their text does not state, with the number of those probes, most first."""
+        at = self.probes.loc[self.probes["stage"] == "source", "sources_not_stated"]
+        names = [n for cell in at for n in dict.fromkeys(str(cell).split("; ")) if n]
+        return pd.Series(names, dtype=object).value_counts().rename("probes")
 
 
 def gold_in_text(text: str, gold: Sequence[GoldAction]) -> tuple[int, int, int, int]:
@@ -149,7 +156,8 @@ def _probe_row(probe: str, mem: pd.DataFrame, gold: Sequence[GoldAction], flows:
     recalled = bool(int(first["recalled_right"]) > 0)
     text = "\n".join(bodies.get(i, "")[:cap] for i in ids)
     steps, n_steps, named, n_args = gold_in_text(text, gold)
-    right, judged = sources_in_text(text, gold, flows)
+    said = source_judgements(text, gold, flows)
+    right, judged = sum(ok for _, _, ok in said), len(said)
     design, wrong, upper = values
     complete = n_steps > 0 and steps == n_steps and named == n_args
     stage = "recall" if not recalled else "content" if not complete else \
@@ -157,6 +165,7 @@ def _probe_row(probe: str, mem: pd.DataFrame, gold: Sequence[GoldAction], flows:
     return {"probe": probe, "family": str(first.get("family", "")), "recalled": len(ids),
             "own_family_recalled": recalled, "gold_tools_named": f"{steps}/{n_steps}",
             "gold_args_named": f"{named}/{n_args}", "gold_sources_stated": f"{right}/{judged}",
+            "sources_not_stated": "; ".join(f"{t}.{a}" for t, a, ok in said if not ok),
             "design": design, "mismatched": wrong, "oracle_args": upper,
             "lost": (upper - wrong) - (design - wrong), "stage": stage}
 
@@ -190,7 +199,8 @@ def loss_table(run: Run, point: str, *, mismatched: str, upper: str) -> LossTabl
                                (design[p], wrong[p], best[p])))
     table = pd.DataFrame(recs, columns=["probe", "family", "recalled", "own_family_recalled",
                                         "gold_tools_named", "gold_args_named",
-                                        "gold_sources_stated", "design", "mismatched",
+                                        "gold_sources_stated", "sources_not_stated",
+                                        "design", "mismatched",
                                         "oracle_args", "lost", "stage"])
     upper_gain = float(sum(best[p] - wrong[p] for p in probes))
     stages = pd.DataFrame([{

@@ -62,6 +62,11 @@ def _ladder(run: Run) -> dict[str, Any]:
                 else round(float(st.share_of_upper_gain), 4),
                 "n": int(st.probes), "unit": "share of oracle-args' gain over mismatched "
                                              "(n: probes at the stage; descriptive)"}
+        at_source = int((t.probes["stage"] == "source").sum())
+        for arg, probes in t.unstated_at_source().items():
+            out[f"{pid}: source not stated, {arg}"] = {
+                "value": int(probes), "n": at_source,
+                "unit": "probes put at source whose text does not state it (count)"}
     return out
 
 

@@ -39,7 +39,7 @@ from ...store import ToolCall
 from ...store.schema import TOOL_TEXT_LIMIT
 from ..point.controls import GoldAction, action_matches, call_arguments
 
-__all__ = ["Flow", "gold_flows", "sources_in_text"]
+__all__ = ["Flow", "gold_flows", "source_judgements", "sources_in_text"]
 
 #: Per gold action: argument -> for each scalar value, the places it is found as (kind, tool
 #: of the source step or None), empty where none; None where no call of the run matches the
@@ -130,9 +130,10 @@ def _statement(block: str, arg: str, others: Sequence[str]) -> str | None:
     return rest[:min(ends)] if ends else rest
 
 
-def sources_in_text(text: str, gold: Sequence[GoldAction], flows: Sequence[Flow],
-                    tools: Sequence[str] = ()) -> tuple[int, int]:
-    """(gold arguments whose source the text states rightly, gold arguments judged).
+def source_judgements(text: str, gold: Sequence[GoldAction], flows: Sequence[Flow],
+                      tools: Sequence[str] = ()) -> list[tuple[str, str, bool]]:
+    """Each judged gold argument as (tool, argument, whether the text states its source
+    rightly), in the gold's order; the arguments of an action without a flow are left out.
 
     Args:
         text: what the agent was shown (the recalled bodies as cut).
@@ -145,20 +146,27 @@ def sources_in_text(text: str, gold: Sequence[GoldAction], flows: Sequence[Flow]
                                   for _, t in alts if t)]))
     numbered, starts = _numbered(text, names)
     low, at = text.lower(), 0
-    stated = judged = 0
+    out: list[tuple[str, str, bool]] = []
     for g, flow in zip(gold, flows, strict=True):
         if flow is None:
             continue
-        judged += len(flow)
         i = low.find(g.name.lower(), at)
         if i < 0:
+            out += [(g.name, arg, False) for arg in flow]
             continue
         at = i + len(g.name)
         end = min((s for s in starts if s > i), default=len(text))
         block = text[at:end]
         for arg, srcs in flow.items():
             said = _statement(block, arg, [a for a in g.arguments if a != arg])
-            if said is not None and (_has_value(said, g.arguments[arg])
-                                     or _states(said, srcs, numbered)):
-                stated += 1
-    return stated, judged
+            out.append((g.name, arg, said is not None and (
+                _has_value(said, g.arguments[arg]) or _states(said, srcs, numbered))))
+    return out
+
+
+def sources_in_text(text: str, gold: Sequence[GoldAction], flows: Sequence[Flow],
+                    tools: Sequence[str] = ()) -> tuple[int, int]:
+    """(gold arguments whose source the text states rightly, gold arguments judged):
+    :func:`source_judgements` counted."""
+    said = source_judgements(text, gold, flows, tools)
+    return sum(ok for _, _, ok in said), len(said)
