@@ -23,7 +23,7 @@ import yaml
 from skillsynth.errors import ConfigError, SkillsynthError
 from skillsynth.evaluation.reporting.report import gate, load_run, protocol_table
 from skillsynth.evaluation.sweeps.run import SweepSpec, expand_points, run_sweep
-from skillsynth.evaluation.sweeps.transport import ThreadPool, run_points
+from skillsynth.evaluation.sweeps.transport import ThreadPool, live_progress, run_points
 from skillsynth.models.backend import BackendSpec
 from skillsynth.models.llm import LEMONADE_EMBED_MODEL
 
@@ -174,6 +174,80 @@ def test_a_point_past_its_timeout_fails_loudly_and_the_others_still_run(tmp_path
     (stuck,) = failed
     assert stuck.startswith("skillsynth-") and "timed out" in failed[stuck]
     assert "3 seconds" in failed[stuck]
+
+
+def _live_point(points, pid, expected, lines, mtime=None):
+    folder = points / pid
+    folder.mkdir(parents=True)
+    (folder / "runs.expected").write_text(str(expected))
+    (folder / "runs.jsonl").write_text("{}\n" * lines)
+    if mtime is not None:
+        os.utime(folder / "runs.expected", (mtime, mtime))
+
+
+def test_live_progress_counts_the_live_runs_of_the_points_still_running(tmp_path):
+    points = tmp_path / "points"
+    _live_point(points, "a", 120, 12)
+    _live_point(points, "b", 60, 60)
+    _live_point(points, "old", 60, 30, mtime=1000.0)  # left by an interrupted sweep
+    (points / "replay").mkdir()  # a point without live arms
+    (points / "torn").mkdir()
+    (points / "torn" / "runs.expected").write_text("")  # being written: skipped, no error
+    assert live_progress(points, ["a", "b", "old", "replay", "torn", "absent"],
+                         since=2000.0) == "live runs 72/180"
+    assert live_progress(points, ["old"], since=0.0) == "live runs 30/60"
+    assert live_progress(points, ["replay", "absent"]) == ""
+
+
+class _FakeTransport:
+    """FAKE transport: every point begins its live arms (4 of 10 runs written) as the sweep
+    starts, before the first one ends."""
+
+    def __init__(self, points, todo):
+        self.points, self.todo, self.begun = points, todo, False
+
+    def run_phase(self, phase):
+        if not self.begun:
+            for p in self.todo:
+                _live_point(self.points, p.id, 10, 4)
+            self.begun = True
+        for p in phase:
+            yield p, None
+
+
+def test_the_sweep_bar_shows_live_runs_of_running_points(tmp_path, monkeypatch):
+    import tqdm.auto
+
+    shown = []
+
+    class Bar:
+        def __init__(self, **kw):
+            pass
+
+        def set_postfix_str(self, text, refresh=True):
+            shown.append(text)
+
+        def update(self, n):
+            pass
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", Bar)
+    todo = expand_points(SweepSpec.load(_spec(tmp_path)))[:2]
+    ran, failed = run_points(todo, _FakeTransport(tmp_path / "points", todo), label="t",
+                             progress=True, log=lambda *_: None,
+                             points_dir=tmp_path / "points")
+    assert (len(ran), failed) == (2, {})
+    # after the first point ends only the second's runs count; then nothing is running
+    assert shown == ["live runs 4/10", ""]
+    # folders from before the sweep began (an hour ago) are not its progress
+    shown.clear()
+    for f in (tmp_path / "points").glob("*/runs.expected"):
+        os.utime(f, (f.stat().st_mtime - 3600,) * 2)
+    run_points(todo, _FakeTransport(tmp_path / "points", []), label="t", progress=True,
+               log=lambda *_: None, points_dir=tmp_path / "points")
+    assert shown == ["", ""]
 
 
 def test_a_run_folder_resumes_only_the_same_sweep(tmp_path):

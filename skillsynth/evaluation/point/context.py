@@ -33,8 +33,11 @@ from .options import PointOptions
 from .scoring import FloorWitness, QueryMemo
 from .split import Split, procedure_families
 
-__all__ = ["EvalConfig", "PassRecord", "PointContext", "ProtocolRun", "check_procedures",
-           "families_without_probe"]
+__all__ = ["RUNS_EXPECTED", "EvalConfig", "PassRecord", "PointContext", "ProtocolRun",
+           "check_procedures", "families_without_probe"]
+
+#: Beside a live point's ``runs.jsonl``: the number of lines it will hold (a sweep's progress).
+RUNS_EXPECTED = "runs.expected"
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,12 @@ class PointContext:
     def runs_file(self) -> Path:
         """Every live run's full record, one JSON object a line."""
         return self.out / "runs.jsonl"
+
+    @property
+    def runs_expected_file(self) -> Path:
+        """How many lines ``runs.jsonl`` will hold when the live arms are done (written
+        before the first run, so that a sweep can show a point's progress)."""
+        return self.out / RUNS_EXPECTED
 
     @property
     def outcomes(self) -> dict[str, bool]:

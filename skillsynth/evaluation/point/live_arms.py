@@ -120,6 +120,7 @@ def live_rows(ctx: PointContext, world: World, task_of: Mapping[str, str],
     plans = MemberPlans(ctx.history_db, specs, ctx.outcomes, choices=cfg.plan_choices) \
         if cfg.procedure_form != "prose" and ctx.history_db.exists() else None
     out: list[ProbeResult] = []
+    ctx.runs_expected_file.write_text(str(2 * cfg.repeats * len(todo)), encoding="utf-8")
     with ctx.runs_file.open("w", encoding="utf-8") as fh:
         for r in tqdm(todo, desc=f"live {world.name}", leave=False,
                       disable=not ctx.progress):

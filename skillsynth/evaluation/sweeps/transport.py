@@ -4,13 +4,17 @@ A :class:`Transport` runs one phase of points and yields each point as it finish
 its error text or None. :func:`run_points` is the plan every transport shares: points that
 would ask the model the same distillation questions (the same strategy and synthesis
 thresholds) run one of each first, the rest after, so the rest are cache hits rather than
-concurrent duplicate requests; a progress bar; each finished point reported as it lands.
+concurrent duplicate requests; a progress bar over points which, where the points' folders
+are on this machine, also counts the live runs of the points still running (a live point
+can take an hour); each finished point reported as it lands.
 The thread pool is here (:class:`ThreadPool`); Dask's, shared or shipped, is
 :class:`~.dask_cluster.DaskPoints`.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -18,10 +22,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ...models.backend import BackendSpec
+from ..point.context import RUNS_EXPECTED
 from .execute import execute_point, failure_text
 from .spec import Point, SweepSpec
 
-__all__ = ["ThreadPool", "Transport", "phases", "run_points"]
+__all__ = ["ThreadPool", "Transport", "live_progress", "phases", "run_points"]
+
+#: Seconds between two looks at the running points' live runs.
+_POLL_S = 15.0
 
 
 class Transport(Protocol):
@@ -40,12 +48,32 @@ def phases(todo: Sequence[Point]) -> list[list[Point]]:
     return [first, [p for p in todo if p not in first]]
 
 
+def live_progress(points_dir: Path, ids: Sequence[str], since: float = 0.0) -> str:
+    """The live runs written so far over those expected, summed over the points ``ids``
+    that began their live arms at or after ``since`` (a time stamp: a folder left by an
+    earlier, interrupted sweep is not progress); "" where none has."""
+    done = expected = 0
+    for pid in ids:
+        folder = points_dir / pid
+        try:
+            if (folder / RUNS_EXPECTED).stat().st_mtime < since:
+                continue
+            want = int((folder / RUNS_EXPECTED).read_text(encoding="utf-8"))
+            with (folder / "runs.jsonl").open("rb") as fh:
+                got = sum(1 for _ in fh)
+        except (OSError, ValueError):
+            continue  # not begun, or being written: the next look counts it
+        done, expected = done + min(got, want), expected + want
+    return f"live runs {done}/{expected}" if expected else ""
+
+
 def run_points(todo: Sequence[Point], transport: Transport, *, label: str, progress: bool,
-               log: Callable[[str], Any], on_point: Callable[[str], None] | None = None
-               ) -> tuple[list[str], dict[str, str]]:
+               log: Callable[[str], Any], on_point: Callable[[str], None] | None = None,
+               points_dir: Path | None = None) -> tuple[list[str], dict[str, str]]:
     """Every point of ``todo`` through ``transport``, in :func:`phases`; the ids that ran
     and the errors (first 2,000 characters) of those that failed. One failed point never
-    stops the others."""
+    stops the others. ``points_dir``: where the points write their folders, when on this
+    machine (the bar then shows :func:`live_progress` of the points not yet finished)."""
     ran: list[str] = []
     failed: dict[str, str] = {}
     bar = None
@@ -53,23 +81,46 @@ def run_points(todo: Sequence[Point], transport: Transport, *, label: str, progr
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(todo), desc=label, unit="point")
-    for phase in phases(todo):
-        if not phase:
-            continue
-        for p, error in transport.run_phase(phase):
-            if error is None:
-                ran.append(p.id)
-                if on_point is not None:
-                    on_point(p.id)
-            else:
-                failed[p.id] = error[:2000]
-                log(f"point {p.id} failed: {failed[p.id].splitlines()[0]}")
+    # a second's slack: file times lag the clock by a tick (an earlier sweep is far older)
+    running, started = [p.id for p in todo], time.time() - 1.0
+    stop = threading.Event()
+
+    def postfix() -> None:
+        if bar is None:
+            return
+        live = live_progress(points_dir, list(running), started) \
+            if points_dir is not None else ""
+        bar.set_postfix_str(", ".join(x for x in (live, f"{len(failed)} failed"
+                                                  if failed else "") if x))
+
+    def watch() -> None:
+        while not stop.wait(_POLL_S):
+            postfix()
+
+    watcher = threading.Thread(target=watch, daemon=True) if bar is not None \
+        and points_dir is not None else None
+    if watcher is not None:
+        watcher.start()
+    try:
+        for phase in phases(todo):
+            for p, error in transport.run_phase(phase) if phase else ():
+                running.remove(p.id)
+                if error is None:
+                    ran.append(p.id)
+                    if on_point is not None:
+                        on_point(p.id)
+                else:
+                    failed[p.id] = error[:2000]
+                    log(f"point {p.id} failed: {failed[p.id].splitlines()[0]}")
+                postfix()
                 if bar is not None:
-                    bar.set_postfix_str(f"{len(failed)} failed", refresh=False)
-            if bar is not None:
-                bar.update(1)
-    if bar is not None:
-        bar.close()
+                    bar.update(1)
+    finally:
+        stop.set()
+        if watcher is not None:
+            watcher.join()
+        if bar is not None:
+            bar.close()
     return ran, failed
 
 
