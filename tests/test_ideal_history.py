@@ -77,6 +77,15 @@ def test_ideal_attempts_are_the_reference_executed_and_judged_in_the_world(tmp_p
     assert sum(rep.sources_whole.values()) == sum(rep.sources_stored.values()) > 0
     assert rep.sources_stored["step"] < rep.sources_whole["step"]
     assert rep.sources_line().startswith("argument values of the references by source")
+    # the curve over characters kept: GAIA's 500 first, whole last; never fewer values found
+    # in an earlier result as more of each result is kept, and the ends are the two above
+    rows = rep.limit_rows()
+    assert [r["result_chars"] for r in rows] == ["500", "1000", "2000", "4000", "8000", "whole"]
+    steps = [r["step"] for r in rows]
+    assert steps == sorted(steps) and steps[0] == rep.sources_stored["step"] and \
+        steps[-1] == rep.sources_whole["step"]
+    assert len({r["values"] for r in rows}) == 1
+    assert rows[-1]["from_a_result"] == pytest.approx(steps[-1] / rows[-1]["values"])
     # a finished build is kept as it is; a bad request fails before anything is written
     again = ideal_history(retail, src, tmp_path / "ideal.db", attempts=4)
     assert again.already_present == 3 and not again.tasks
@@ -101,3 +110,24 @@ def test_the_command_line_asks_for_a_world_and_its_own_labels(tmp_path, capsys):
             main(["eval", str(src), str(tmp_path / "out"), "--history", "ideal", *extra])
         assert stop.value.code == 2 and says in capsys.readouterr().err
     assert not (tmp_path / "out").exists()  # nothing written
+
+
+@pytest.mark.live
+def test_corpus_ideal_builds_and_prints_the_sources_per_result_length(tmp_path, capsys):
+    from skillsynth.cli import main
+    from skillsynth.evaluation.live.worlds import get_world
+
+    src = tmp_path / "corpus.db"
+    _corpus(src, [("a", "5", True, get_world("tau2:retail").gold_actions("5"))])
+    out = tmp_path / "ideal.db"
+    assert main(["corpus", "ideal", str(src), str(out), "--world", "tau2:retail",
+                 "--attempts", "2"]) == 0
+    text = capsys.readouterr().out
+    assert f"wrote 1 task(s) x 2 attempts (1 from a recorded success, 0 from gold calls) " \
+           f"to {out}" in text
+    rows = [line.split() for line in text.splitlines()[-6:]]
+    assert [r[0] for r in rows] == ["500", "1000", "2000", "4000", "8000", "whole"]
+    assert int(rows[0][1]) <= int(rows[-1][1])  # found in an earlier result: never fewer
+    assert main(["corpus", "ideal", str(src), str(out), "--world", "tau2:retail",
+                 "--attempts", "2"]) == 0
+    assert "finished build of 1 task(s), kept as it is" in capsys.readouterr().out

@@ -105,6 +105,34 @@ def _corpus_export(args: argparse.Namespace) -> int:
     print(f"wrote {n} tool calls to {args.out}")
     return EXIT_OK
 
+def _corpus_ideal(args: argparse.Namespace) -> int:
+    from ..evaluation.live.worlds import get_world
+    from ..evaluation.point.ideal import ideal_history
+
+    rep = ideal_history(get_world(args.world), args.corpus, args.db, attempts=args.attempts,
+                        tasks=args.tasks, progress=not args.json and sys.stderr.isatty())
+    if args.json:
+        print_json(rep.as_dict() | {"by_result_chars": rep.limit_rows()})
+        return EXIT_OK
+    if rep.already_present:
+        print(f"{rep.db_path} is a finished build of {rep.already_present} task(s), kept as "
+              "it is (remove it to build and trace the references again)")
+        return EXIT_OK
+    print(f"wrote {len(rep.tasks)} task(s) x {rep.attempts} attempts ({rep.from_recorded} "
+          f"from a recorded success, {rep.from_gold} from gold calls) to {rep.db_path}")
+    for task, why in rep.left_out.items():
+        print(f"  left out {task}: {why}")
+    print("argument values of the references by source, per characters kept of each result "
+          "(GAIA keeps 500):")
+    print(f"  {'result chars':>12} {'step':>6} {'customer':>9} {'constant':>9} {'unknown':>8}"
+          f" {'from a result':>14}")
+    for r in rep.limit_rows():
+        share = "-" if r["from_a_result"] is None else f"{r['from_a_result']:.2f}"
+        print(f"  {r['result_chars']:>12} {r['step']:>6} {r['customer']:>9} "
+              f"{r['constant']:>9} {r['unknown']:>8} {share:>14}")
+    return EXIT_OK
+
+
 def register(sub: Any) -> None:
     """Add this group's commands to the ``skillsynth`` parser."""
     cos = group(sub, "corpus", "build replayed tool_history corpora")
@@ -136,6 +164,20 @@ def register(sub: Any) -> None:
     p.add_argument("--dry-run", action="store_true",
                    help="read every record and say what would be imported, what is already "
                    "present and what would be skipped; write nothing")
+    p = command(cos, "ideal", "ideal history: each task's reference run executed in a world "
+                "and written N times as GAIA writes a session; prints where its arguments "
+                "come from at each result length kept", _corpus_ideal)
+    p.add_argument("corpus", help="a labelled corpus recorded in --world (its successful "
+                   "sessions are the references; else the world's gold calls)")
+    p.add_argument("db", help="the ideal corpus to write (labels beside it); an existing "
+                   "finished build is kept")
+    p.add_argument("--world", required=True, help="the world the corpus was recorded in "
+                   "(tau2:retail, tau2:airline, tau2:mock)")
+    p.add_argument("--attempts", type=int, default=4,
+                   help="attempts per task: the protocol's k plus one for the probe")
+    p.add_argument("--tasks", nargs="+", help="only these task ids, as the corpus's labels "
+                   "name them (default: every task)")
+    p.add_argument("--json", action="store_true", help="print the build report as JSON")
     p = command(cos, "stats", "what a corpus holds (read-only)", _corpus_stats)
     p.add_argument("db", help="the corpus memory.db")
     p.add_argument("--labels", help="the labels file (default <db>.labels.sqlite)")

@@ -41,12 +41,16 @@ from ..live.worlds import World
 from ..live.worlds.base import Turn as WorldTurn
 from .gold_source import successful_runs
 
-__all__ = ["SOURCE", "IdealHistoryReport", "ideal_history", "reached_goal_state"]
+__all__ = ["RESULT_LIMITS", "SOURCE", "IdealHistoryReport", "ideal_history", "reached_goal_state"]
 
 #: The labels' ``source`` of ideal attempts.
 SOURCE = "ideal"
 #: Evaluators that judge the world's state (the ones a reference run must pass).
 STATE_CHECKS = ("DB", "ENV_ASSERTION", "ACTION")
+#: Characters of a tool result kept at which the references' argument sources are traced
+#: (GAIA's ``result_summary`` keeps the first), besides the whole result.
+RESULT_LIMITS = (TOOL_TEXT_LIMIT, 1000, 2000, 4000, 8000)
+SOURCE_KINDS = ("step", "customer", "constant", "unknown")
 
 
 @dataclass
@@ -64,6 +68,9 @@ class IdealHistoryReport:
             (:func:`~skillsynth.pipeline.provenance.argument_sources`, one attempt each),
             traced through the world's whole results and through the results as GAIA
             stores them (500 characters): what the cut hides from a distiller.
+        sources_by_limit: the same at each of :data:`RESULT_LIMITS` characters kept of a
+            result, and ``whole`` (how long GAIA's ``result_summary`` would have to be for a
+            distiller to see where the arguments come from).
     """
 
     world: str
@@ -77,6 +84,7 @@ class IdealHistoryReport:
     already_present: int = 0
     sources_whole: dict[str, int] = field(default_factory=dict)
     sources_stored: dict[str, int] = field(default_factory=dict)
+    sources_by_limit: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready."""
@@ -87,10 +95,21 @@ class IdealHistoryReport:
         whole, stored = self.sources_whole, self.sources_stored
         if not whole:
             return ""
-        parts = [f"{k} {whole.get(k, 0)} / {stored.get(k, 0)}"
-                 for k in ("step", "customer", "constant", "unknown")]
+        parts = [f"{k} {whole.get(k, 0)} / {stored.get(k, 0)}" for k in SOURCE_KINDS]
         return (f"argument values of the references by source, whole results / as stored "
                 f"({TOOL_TEXT_LIMIT} characters): " + ", ".join(parts))
+
+    def limit_rows(self) -> list[dict[str, Any]]:
+        """One row per result limit (characters kept, ``whole`` last): the argument values
+        by source kind, and the share of all values found in an earlier result."""
+        rows = []
+        for limit, got in self.sources_by_limit.items():
+            total = sum(got.values())
+            rows.append({"result_chars": limit, **{k: got.get(k, 0) for k in SOURCE_KINDS},
+                         "values": total,
+                         "from_a_result": round(got.get("step", 0) / total, 4) if total
+                         else None})
+        return rows
 
 
 def reached_goal_state(detail: Mapping[str, Any], success: bool | None) -> bool:
@@ -255,11 +274,15 @@ def _one_task(world: World, task: str, attempts: int,
 
 def _count_sources(world: World, calls: Sequence[WorldTurn], customer: str,
                    report: IdealHistoryReport) -> None:
-    """Add the reference's argument sources, whole and as stored, to the report."""
+    """Add the reference's argument sources, whole, as stored and at each of
+    :data:`RESULT_LIMITS`, to the report."""
     done = [c for c in calls if c.ok]
     enums = enum_values(world.tool_specs())
-    for cut, into in ((None, report.sources_whole), (TOOL_TEXT_LIMIT, report.sources_stored)):
+    for cut in (*RESULT_LIMITS, None):
         traced = [TracedCall(name=c.name, arguments=c.arguments, result=c.result[:cut])
                   for c in done]
+        into = report.sources_by_limit.setdefault("whole" if cut is None else str(cut), {})
         for kind, n in source_counts(argument_sources(traced, customer, enums=enums)).items():
             into[kind] = into.get(kind, 0) + n
+    report.sources_whole = report.sources_by_limit["whole"]
+    report.sources_stored = report.sources_by_limit[str(TOOL_TEXT_LIMIT)]
