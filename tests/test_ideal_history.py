@@ -86,6 +86,9 @@ def test_ideal_attempts_are_the_reference_executed_and_judged_in_the_world(tmp_p
         steps[-1] == rep.sources_whole["step"]
     assert len({r["values"] for r in rows}) == 1
     assert rows[-1]["from_a_result"] == pytest.approx(steps[-1] / rows[-1]["values"])
+    # the cost: characters stored per call never fall as more is kept, and 500 bounds the first
+    cost = [r["mean_stored_chars"] for r in rows]
+    assert cost == sorted(cost) and 0 < cost[0] <= 500 and rep.results * 4 == rep.calls
     # a finished build is kept as it is; a bad request fails before anything is written
     again = ideal_history(retail, src, tmp_path / "ideal.db", attempts=4)
     assert again.already_present == 3 and not again.tasks

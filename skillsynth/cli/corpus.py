@@ -125,11 +125,12 @@ def _corpus_ideal(args: argparse.Namespace) -> int:
     print("argument values of the references by source, per characters kept of each result "
           "(GAIA keeps 500):")
     print(f"  {'result chars':>12} {'step':>6} {'customer':>9} {'constant':>9} {'unknown':>8}"
-          f" {'from a result':>14}")
+          f" {'from a result':>14} {'stored chars per call':>22}")
     for r in rep.limit_rows():
         share = "-" if r["from_a_result"] is None else f"{r['from_a_result']:.2f}"
         print(f"  {r['result_chars']:>12} {r['step']:>6} {r['customer']:>9} "
-              f"{r['constant']:>9} {r['unknown']:>8} {share:>14}")
+              f"{r['constant']:>9} {r['unknown']:>8} {share:>14} "
+              f"{r['mean_stored_chars']:>22}")
     return EXIT_OK
 
 

@@ -71,6 +71,8 @@ class IdealHistoryReport:
         sources_by_limit: the same at each of :data:`RESULT_LIMITS` characters kept of a
             result, and ``whole`` (how long GAIA's ``result_summary`` would have to be for a
             distiller to see where the arguments come from).
+        stored_chars: at each of those limits, the characters the references' results
+            (every call's, one attempt each) would take stored; ``results``: those calls.
     """
 
     world: str
@@ -85,6 +87,8 @@ class IdealHistoryReport:
     sources_whole: dict[str, int] = field(default_factory=dict)
     sources_stored: dict[str, int] = field(default_factory=dict)
     sources_by_limit: dict[str, dict[str, int]] = field(default_factory=dict)
+    stored_chars: dict[str, int] = field(default_factory=dict)
+    results: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready."""
@@ -101,14 +105,17 @@ class IdealHistoryReport:
 
     def limit_rows(self) -> list[dict[str, Any]]:
         """One row per result limit (characters kept, ``whole`` last): the argument values
-        by source kind, and the share of all values found in an earlier result."""
+        by source kind, the share of all values found in an earlier result, and the mean
+        characters a call's result takes stored (the cost)."""
         rows = []
         for limit, got in self.sources_by_limit.items():
             total = sum(got.values())
             rows.append({"result_chars": limit, **{k: got.get(k, 0) for k in SOURCE_KINDS},
                          "values": total,
                          "from_a_result": round(got.get("step", 0) / total, 4) if total
-                         else None})
+                         else None,
+                         "mean_stored_chars": round(self.stored_chars.get(limit, 0)
+                                                    / self.results) if self.results else None})
         return rows
 
 
@@ -278,10 +285,14 @@ def _count_sources(world: World, calls: Sequence[WorldTurn], customer: str,
     :data:`RESULT_LIMITS`, to the report."""
     done = [c for c in calls if c.ok]
     enums = enum_values(world.tool_specs())
+    report.results += len(calls)
     for cut in (*RESULT_LIMITS, None):
         traced = [TracedCall(name=c.name, arguments=c.arguments, result=c.result[:cut])
                   for c in done]
-        into = report.sources_by_limit.setdefault("whole" if cut is None else str(cut), {})
+        key = "whole" if cut is None else str(cut)
+        report.stored_chars[key] = report.stored_chars.get(key, 0) + sum(
+            len(c.result[:cut]) for c in calls)
+        into = report.sources_by_limit.setdefault(key, {})
         for kind, n in source_counts(argument_sources(traced, customer, enums=enums)).items():
             into[kind] = into.get(kind, 0) + n
     report.sources_whole = report.sources_by_limit["whole"]
