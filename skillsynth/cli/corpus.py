@@ -105,6 +105,7 @@ def _corpus_export(args: argparse.Namespace) -> int:
     print(f"wrote {n} tool calls to {args.out}")
     return EXIT_OK
 
+
 def _corpus_ideal(args: argparse.Namespace) -> int:
     from ..evaluation.live.worlds import get_world
     from ..evaluation.point.ideal import ideal_history

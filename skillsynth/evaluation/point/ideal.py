@@ -41,7 +41,8 @@ from ..live.worlds import World
 from ..live.worlds.base import Turn as WorldTurn
 from .gold_source import successful_runs
 
-__all__ = ["RESULT_LIMITS", "SOURCE", "IdealHistoryReport", "ideal_history", "reached_goal_state"]
+__all__ = ["RESULT_LIMITS", "SOURCE", "IdealHistoryReport", "ideal_history",
+           "reached_goal_state"]
 
 #: The labels' ``source`` of ideal attempts.
 SOURCE = "ideal"
@@ -50,6 +51,8 @@ STATE_CHECKS = ("DB", "ENV_ASSERTION", "ACTION")
 #: Characters of a tool result kept at which the references' argument sources are traced
 #: (GAIA's ``result_summary`` keeps the first), besides the whole result.
 RESULT_LIMITS = (TOOL_TEXT_LIMIT, 1000, 2000, 4000, 8000)
+#: The kinds of argument source (:class:`~skillsynth.pipeline.provenance.ArgSource`), in the
+#: order they are shown.
 SOURCE_KINDS = ("step", "customer", "constant", "unknown")
 
 

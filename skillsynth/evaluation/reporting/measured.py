@@ -23,9 +23,9 @@ __all__ = ["HEADLINE", "sweep_measurement"]
 #: The KPIs a sweep's record carries per point (those a point has; replay estimates marked).
 HEADLINE = ("synthesis_fired_rate", "recall_hit_rate", "recall_precision", "step_reduction",
             "share_made_worse", "live_step_reduction", "live_decision_reduction",
-            "live_success_change", "live_gold_actions_matched_change", "live_failed_call_rate_change",
-            "live_agent_decisions_change", "live_share_made_worse", "validity_gaia691",
-            "validity_agentskills")
+            "live_success_change", "live_gold_actions_matched_change",
+            "live_failed_call_rate_change", "live_agent_decisions_change",
+            "live_share_made_worse", "validity_gaia691", "validity_agentskills")
 
 
 def _figure(k: Any) -> dict[str, Any]:
