@@ -20,6 +20,7 @@ from skillsynth.evaluation.point.controls import (
     action_matches,
     first_write_at,
     gold_share_matched,
+    gold_writes_matched,
     mismatched_session,
     one_line,
     oracle_skill,
@@ -142,6 +143,9 @@ def test_action_matching_follows_tau2s_rule():
     assert gold_share_matched(gold, calls) == 1.0
     assert gold_share_matched(gold, calls[:2]) == 0.5
     assert first_write_at(gold, calls) == 3 and first_write_at(gold, calls[:2]) is None
+    # the writes alone: the read matched counts for nothing here; no write, no figure
+    assert gold_writes_matched(gold, calls[:2]) == 0.0 and gold_writes_matched(gold, calls) == 1.0
+    assert gold_writes_matched(gold[:1], calls) is None
     assert one_line("Find a user.  It returns\nan id. More.") == "Find a user."
 
 
@@ -298,6 +302,12 @@ def test_live_controls_on_the_replay_world_give_graded_kpis_and_a_checked_inert_
     # first state-changing gold call: reply (3rd), draft_reply (3rd), jira_search (1st)
     assert k["live_calls_to_first_write_memory"].value == pytest.approx(7 / 3)
     assert k["live_calls_to_first_write_no_memory"].n == 0
+    # every gold write made with the gold calls, none without; each row carries its share
+    assert (k["live_gold_writes_matched_memory"].value,
+            k["live_gold_writes_matched_no_memory"].value,
+            k["live_gold_writes_matched_change"].value) == (1.0, 0.0, 1.0)
+    assert sorted((r.arm, r.gold_writes_matched) for r in live) == \
+        [("memory", 1.0)] * 3 + [("no-memory", 0.0)] * 3
     assert k["live_calls_to_first_write_change"].n == 0
     # without the arguments the follower guesses them: the tools are right, the calls fail
     bare = run_point(_cfg(db, "oracle", live=True, step_limit=6), FakeProcedureFollower(),

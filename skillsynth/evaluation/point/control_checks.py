@@ -19,7 +19,14 @@ from typing import Any, Literal
 import numpy as np
 
 from ...errors import EvaluationError
-from .controls import POSITIVE, GoldAction, GoldSource, first_write_at, gold_share_matched
+from .controls import (
+    POSITIVE,
+    GoldAction,
+    GoldSource,
+    first_write_at,
+    gold_share_matched,
+    gold_writes_matched,
+)
 from .metrics import (
     KPI,
     MIN_FAMILIES,
@@ -158,23 +165,27 @@ class _Graded:
     failed_rate: float | None
     first_write: float | None
     decisions: float | None = None
+    writes: float | None = None
 
 
 def _graded_arm(runs: Sequence[Mapping[str, Any]], gold: Sequence[GoldAction]) -> _Graded:
-    matched, failed, first = [], [], []
+    matched, failed, first, writes = [], [], [], []
     decisions = [float(r["decisions"]) for r in runs if "decisions" in r]
     for run in runs:
         calls = [(str(c[0]), c[1]) for c in run.get("calls", [])]
         m = gold_share_matched(gold, calls)
         if m is not None:
             matched.append(m)
+        w = gold_writes_matched(gold, calls)
+        if w is not None:
+            writes.append(w)
         if run.get("steps"):
             failed.append(run.get("failed_calls", 0) / run["steps"])
         w = first_write_at(gold, calls)
         if w is not None:
             first.append(float(w))
     return _Graded(matched=_mean(matched), failed_rate=_mean(failed), first_write=_mean(first),
-                   decisions=_mean(decisions))
+                   decisions=_mean(decisions), writes=_mean(writes))
 
 
 def graded_kpis(runs: Sequence[Mapping[str, Any]], gold: GoldSource,
@@ -184,7 +195,9 @@ def graded_kpis(runs: Sequence[Mapping[str, Any]], gold: GoldSource,
 
     Per probe, each arm's runs are averaged first (repeats), then probes are compared in
     pairs; intervals resample families. ``live_gold_actions_matched_*``: share of the
-    task's gold actions a run executed (tau2's check). ``live_failed_call_rate_*``: failed
+    task's gold actions a run executed (tau2's check); ``live_gold_writes_matched_*``: the
+    same over its state-changing gold actions (tasks with one), so that a gain made of reads
+    is told from one that reaches the write. ``live_failed_call_rate_*``: failed
     calls over calls (runs that made one). ``live_calls_to_first_write_*``: calls up to and
     including the first state-changing gold action (runs that made one).
     ``live_agent_decisions_*``: model turns that issued a call (a recalled plan's call is one
@@ -200,6 +213,7 @@ def graded_kpis(runs: Sequence[Mapping[str, Any]], gold: GoldSource,
     out: list[KPI] = []
     for metric, label, bounds, change in (
             ("matched", "live_gold_actions_matched", SHARE, SHARE_CHANGE),
+            ("writes", "live_gold_writes_matched", SHARE, SHARE_CHANGE),
             ("failed_rate", "live_failed_call_rate", SHARE, SHARE_CHANGE),
             ("first_write", "live_calls_to_first_write", (1.0, None), (None, None)),
             ("decisions", "live_agent_decisions", (0.0, None), (None, None))):

@@ -92,6 +92,7 @@ __all__ = [
     "generic_line",
     "gold_actions",
     "gold_share_matched",
+    "gold_writes_matched",
     "mismatched_session",
     "one_line",
     "oracle_procedure",
@@ -183,6 +184,14 @@ def gold_share_matched(gold: Sequence[GoldAction], calls: Sequence[tuple[str, An
     if not gold:
         return None
     return sum(any(action_matches(g, n, a) for n, a in calls) for g in gold) / len(gold)
+
+
+def gold_writes_matched(gold: Sequence[GoldAction], calls: Sequence[tuple[str, Any]]
+                        ) -> float | None:
+    """Share of ``gold``'s state-changing actions matched by some call: graded progress on
+    what changes the world (reads matched count in :func:`gold_share_matched`, not here);
+    None for a task without a gold write."""
+    return gold_share_matched([g for g in gold if g.state_changing], calls)
 
 
 def first_write_at(gold: Sequence[GoldAction], calls: Sequence[tuple[str, Any]]) -> int | None:

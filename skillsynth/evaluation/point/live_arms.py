@@ -27,7 +27,7 @@ from ..live.worlds import ReplayWorld, World, get_world, task_order
 from ..strategies import Recaller
 from .complete import require_run
 from .context import EvalConfig, PointContext
-from .controls import gold_share_matched
+from .controls import gold_share_matched, gold_writes_matched
 from .metrics import ProbeResult
 from .recall_plans import MemberPlans
 
@@ -107,8 +107,9 @@ def live_rows(ctx: PointContext, world: World, task_of: Mapping[str, str],
     (calls, results, answer, the world's score) goes to the point's ``runs.jsonl``. With
     nothing recalled the memory arm is the no-memory run, unless the strategy runs an empty
     memory arm (the inert control: that second run is what its check compares). The gold
-    source gives each row's ``gold_matched`` (graded progress, paired across points by the
-    report); the context's user plays each run's user (None: solo). With ``procedure_form``
+    source gives each row's ``gold_matched`` and ``gold_writes_matched`` (graded progress on
+    every gold action and on the writes, paired across points by the report); the context's
+    user plays each run's user (None: solo). With ``procedure_form``
     plan or both, a recalled synthesized procedure carries the plan its member runs give
     (:mod:`.recall_plans`).
     """
@@ -151,8 +152,10 @@ def live_rows(ctx: PointContext, world: World, task_of: Mapping[str, str],
                                          **run.as_dict()}, ensure_ascii=False,
                                         default=str) + "\n")
                     fh.flush()  # a run's record is on disk as soon as the run is done
-                    matched = gold_share_matched(gold.actions(r.probe_session), run.calls)
-                    out.append(_live_row(r, arm, run, block, rep, world.name, matched))
+                    acts = gold.actions(r.probe_session)
+                    out.append(_live_row(r, arm, run, block, rep, world.name,
+                                         (gold_share_matched(acts, run.calls),
+                                          gold_writes_matched(acts, run.calls))))
     return out
 
 
@@ -175,7 +178,7 @@ def _user(user: ChatModel | None, world: World, task_id: str, rep: int
 
 
 def _live_row(r: ProbeResult, arm: str, run: AgentRun, block: str, rep: int,
-              world: str, gold_matched: float | None) -> ProbeResult:
+              world: str, matched: tuple[float | None, float | None]) -> ProbeResult:
     mem = arm == "memory"
     return ProbeResult(
         strategy=r.strategy, arm=arm, probe_session=r.probe_session,  # type: ignore[arg-type]
@@ -188,4 +191,4 @@ def _live_row(r: ProbeResult, arm: str, run: AgentRun, block: str, rep: int,
         wall_s=run.wall_s, failed_calls=run.failed_calls, turns=run.turns,
         prompt_tokens=run.prompt_tokens, completion_tokens=run.completion_tokens,
         reward=run.reward, termination=run.termination, repeat=rep, world=world,
-        gold_matched=gold_matched, decisions=run.decisions)
+        gold_matched=matched[0], gold_writes_matched=matched[1], decisions=run.decisions)

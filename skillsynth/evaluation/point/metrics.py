@@ -96,6 +96,8 @@ class ProbeResult:
             are diagnosed by when_to_use; None when there is no such procedure).
         gold_matched: live runs: the share of the task's gold actions the run executed
             (tau2's per-action check; None without gold actions).
+        gold_writes_matched: live runs: the same share over the task's state-changing gold
+            actions only (None for a task without one): progress on what changes the world.
         decisions: live runs: the agent's model turns that issued a call (a recalled plan's
             call is one decision however many world calls it makes; None: not counted).
         seen_task: another attempt at the probe's own task was in the history it was
@@ -134,6 +136,7 @@ class ProbeResult:
     seen_task: bool | None = None
     gold_matched: float | None = None
     decisions: int | None = None
+    gold_writes_matched: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready (one line of ``results.jsonl``)."""

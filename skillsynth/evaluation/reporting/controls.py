@@ -33,14 +33,16 @@ ARM_ORDER = ("none", "mismatched", "mismatched-plan", "skillsynth", "gaia-greedy
              "oracle-args", "inert")
 #: What the table shows per point (where the point has it).
 _SHOWN = ("live_success_change", "live_step_reduction", "live_decision_reduction",
-          "live_gold_actions_matched_change",
+          "live_gold_actions_matched_change", "live_gold_writes_matched_change",
           "live_failed_call_rate_change", "live_agent_decisions_change", "step_reduction",
           "recall_hit_rate", "inert_identical")
 
 
 #: What a gain is measured on: live success, live graded progress (the share of the task's
-#: gold actions executed; rows written before it have none), or the replay estimate.
-Basis = Literal["success", "progress", "replay"]
+#: gold actions executed; rows written before it have none), the same over the task's gold
+#: writes only (``writes``), or the replay estimate.
+Basis = Literal["success", "progress", "writes", "replay"]
+_COLUMN = {"success": "success", "progress": "gold_matched", "writes": "gold_writes_matched"}
 
 
 def per_probe(rows: pd.DataFrame, point: str, arm: str, basis: Basis) -> dict[str, float]:
@@ -48,7 +50,7 @@ def per_probe(rows: pd.DataFrame, point: str, arm: str, basis: Basis) -> dict[st
     over its repeats, or the replay estimate's step reduction."""
     sel = rows[(rows["point"] == point) & (rows["arm"] == arm)]
     if basis != "replay":
-        col = "success" if basis == "success" else "gold_matched"
+        col = _COLUMN[basis]
         if col not in sel:
             return {}
         sel = sel[(sel["steps_method"] == "live") & sel[col].notna()]
@@ -81,21 +83,22 @@ def _families(rows: pd.DataFrame, probes: Sequence[str]) -> list[str]:
 
 
 _GAIN_NAME = {"success": "oracle_gain_recovered_live", "replay": "oracle_gain_recovered_replay",
-              "progress": "oracle_gain_recovered_progress"}
+              "progress": "oracle_gain_recovered_progress",
+              "writes": "oracle_gain_recovered_writes"}
 
 
 def over_mismatched(rows: pd.DataFrame, point: PointLike, mismatched: PointLike, *,
-                    seed: int = 0) -> KPI:
-    """A point's memory arm minus the mismatched control's, graded progress, paired per
-    probe (families resampled): what the procedure's *content* adds over being handed some
-    procedure. For the oracle it is the specificity of the positive control: an oracle no
-    better than another family's procedure shows the measure sees that a procedure was
-    recalled, not what it said."""
+                    basis: Basis = "progress", seed: int = 0) -> KPI:
+    """A point's memory arm minus the mismatched control's, graded progress (or, ``writes``,
+    progress on the gold writes alone), paired per probe (families resampled): what the
+    procedure's *content* adds over being handed some procedure. For the oracle it is the
+    specificity of the positive control: an oracle no better than another family's
+    procedure shows the measure sees that a procedure was recalled, not what it said."""
     pid, mid = as_entry(point).id, as_entry(mismatched).id
-    design = per_probe(rows, pid, "memory", "progress")
-    wrong = per_probe(rows, mid, "memory", "progress")
+    design = per_probe(rows, pid, "memory", basis)
+    wrong = per_probe(rows, mid, "memory", basis)
     probes = sorted(set(design) & set(wrong))
-    return mean_kpi("progress_over_mismatched", [design[p] - wrong[p] for p in probes],
+    return mean_kpi(f"{basis}_over_mismatched", [design[p] - wrong[p] for p in probes],
                     unit="probes", clusters=_families(rows, probes), seed=seed,
                     bounds=SHARE_CHANGE)
 
@@ -149,13 +152,17 @@ def controls_table(points: Sequence[PointLike], rows: pd.DataFrame) -> pd.DataFr
         rec["oracle_gain_recovered_progress"] = progress
         rec["progress_over_mismatched"] = "-" if wrong is None or not graded or \
             p.strategy in ("mismatched", "inert") else _fmt(over_mismatched(rows, p, wrong))
+        rec["writes_over_mismatched"] = "-" if wrong is None or not graded or \
+            "gold_writes_matched" not in rows or p.strategy in ("mismatched", "inert") else \
+            _fmt(over_mismatched(rows, p, wrong, basis="writes"))
         rec["args_gain_over_mismatched"] = "-" if wrong is None or upper is None or \
             not graded or p.strategy in ("mismatched", "oracle-args", "inert") else \
             _gain(args_gain_over_mismatched(rows, p, wrong, upper))
         recs.append(rec)
     return pd.DataFrame(recs, columns=["strategy", "point", *_SHOWN, "oracle_gain_recovered",
                                        "oracle_gain_recovered_progress",
-                                       "progress_over_mismatched", "args_gain_over_mismatched"])
+                                       "progress_over_mismatched", "writes_over_mismatched",
+                                       "args_gain_over_mismatched"])
 
 
 def _gain(k: KPI) -> str:

@@ -24,7 +24,7 @@ __all__ = ["HEADLINE", "sweep_measurement"]
 HEADLINE = ("synthesis_fired_rate", "recall_hit_rate", "recall_precision", "step_reduction",
             "share_made_worse", "live_step_reduction", "live_decision_reduction",
             "live_success_change", "live_gold_actions_matched_change",
-            "live_failed_call_rate_change", "live_agent_decisions_change",
+            "live_gold_writes_matched_change", "live_failed_call_rate_change", "live_agent_decisions_change",
             "live_share_made_worse", "validity_gaia691", "validity_agentskills")
 
 
@@ -42,9 +42,10 @@ def _figure(k: Any) -> dict[str, Any]:
 
 def _ladder(run: Run) -> dict[str, Any]:
     """Per design point of a live run with mismatched and oracle-args: its share of the gold
-    arguments' gain over mismatched, and the share lost at each stage (the loss table,
-    where the point has one)."""
-    from .controls import args_gain_over_mismatched
+    arguments' gain over mismatched, its (and oracle-args') gain on the gold writes alone
+    over mismatched, and the share lost at each stage (the loss table, where the point has
+    one)."""
+    from .controls import args_gain_over_mismatched, over_mismatched
     from .loss import ladder_points, loss_tables
 
     designs, wrong, upper = ladder_points(run)
@@ -55,6 +56,10 @@ def _ladder(run: Run) -> dict[str, Any]:
         k = args_gain_over_mismatched(run.rows, {"id": pid}, {"id": wrong}, {"id": upper})
         out[f"{pid}: args_gain_over_mismatched"] = _figure(k) | (
             {"note": k.note} if k.value is None and k.note else {})
+    if "gold_writes_matched" in run.rows:  # the gold writes alone (rows since they were kept)
+        for pid in [*(d for d, _ in designs), upper]:
+            out[f"{pid}: writes_over_mismatched"] = _figure(
+                over_mismatched(run.rows, {"id": pid}, {"id": wrong}, basis="writes"))
     for pid, t in loss_tables(run).items():
         for st in t.stages.itertuples():
             out[f"{pid}: gain lost to {st.stage}"] = {
