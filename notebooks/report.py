@@ -75,11 +75,13 @@ with pd.option_context("display.max_colwidth", 60):
 # (oracle - none) on the same probes; not measured where the oracle's own gain may be zero.
 
 # %%
-from skillsynth.evaluation.reporting.controls import controls_table, decoding
+from skillsynth.evaluation.reporting.controls import controls_table, decoding, user_data_note
 
 controls = controls_table(run.summary.points, run.rows)
 if how := decoding(run.summary.spec):
     print(how)
+if leaks := user_data_note(run.points):
+    print(leaks)
 controls if len(controls) > 1 else print("one point only: nothing to read side by side")
 
 # %% [markdown]

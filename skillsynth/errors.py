@@ -13,6 +13,7 @@ through untranslated (it is chained with ``raise ... from exc``)::
     │   ├── MalformedSkill       LLM / intermediate output that is not a valid skill
     │   │   └── UngroundedSkill  a skill naming a tool its runs never called
     │   ├── SkillValidationError a file on disk fails a validator profile
+    │   ├── ExportRefused        a procedure that may hold user data was not exported
     │   └── PlanError            an executable plan is malformed or cannot bind (names the field)
     │       ├── PlanRefused      a plan or its inputs fail the world's tool schemas (nothing ran)
     │       └── StepNotCalled    the harness declines a plan's step (its step limit)
@@ -45,6 +46,7 @@ __all__ = [
     "CorpusFormatError",
     "EmbedderError",
     "EvaluationError",
+    "ExportRefused",
     "FigureError",
     "InputTooLarge",
     "KeyRejected",
@@ -144,6 +146,11 @@ class SkillValidationError(SkillError):
         self.errors = list(errors)
         joined = "; ".join(self.errors)
         super().__init__(f"{path}: invalid under profile {profile}: {joined}")
+
+
+class ExportRefused(SkillError):
+    """A procedure marked as possibly holding user data (distilled from the runs' argument
+    values, ``distill_args: values``) was not exported: nothing was written."""
 
 
 class PlanError(SkillError, ValueError):

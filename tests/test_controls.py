@@ -13,14 +13,16 @@ from skillsynth.config import Thresholds
 from skillsynth.corpora import SessionLabel
 from skillsynth.errors import ArmSkipped, EvaluationError
 from skillsynth.evaluation import EvalConfig, run_point
-from skillsynth.evaluation.point.control_checks import inert_check
+from skillsynth.evaluation.point.control_checks import (
+    first_write_at,
+    gold_share_matched,
+    gold_writes_matched,
+    inert_check,
+)
 from skillsynth.evaluation.point.controls import (
     GoldAction,
     GoldSource,
     action_matches,
-    first_write_at,
-    gold_share_matched,
-    gold_writes_matched,
     mismatched_session,
     one_line,
     oracle_skill,

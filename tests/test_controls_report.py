@@ -187,3 +187,14 @@ def test_the_ladder_reads_the_dataflow_rung_as_a_share_of_the_arguments_gain():
     rows = pd.DataFrame(_graded("m", wrong) + _graded("a", wrong) + _graded("d", rung))
     k = args_gain_over_mismatched(rows, {"id": "d"}, {"id": "m"}, {"id": "a"})
     assert k.value is None and "does not exclude 0" in k.note
+
+
+def test_points_that_showed_the_distiller_values_are_named():
+    from skillsynth.evaluation.reporting.controls import user_data_note
+
+    pts = pd.DataFrame({"point": ["a", "v", "p"], "distill_args": ["none", "values",
+                                                                    "provenance"]})
+    note = user_data_note(pts)
+    assert note.startswith("user data: v showed the distiller") and " a," not in note
+    assert user_data_note(pts[pts["point"] != "v"]) == ""
+    assert user_data_note(pd.DataFrame({"point": ["a"]})) == ""  # runs before the option

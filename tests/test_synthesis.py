@@ -117,6 +117,39 @@ def test_three_similar_sessions_make_one_procedure_with_provenance(store):
     assert store.get_meta("embedder_id") == "fake-invoice-mail:3"  # recorded with the vector
 
 
+def test_a_procedure_distilled_from_the_values_is_marked_and_exported_only_when_asked(
+        store, tmp_path, capsys):
+    from skillsynth.errors import ExportRefused
+    from skillsynth.pipeline.export import export_skill
+
+    _sessions(store, 3)
+    synthesize_skills(store, FakeLLM(ANSWER), FakeEmbedder(), Thresholds(), args="values")
+    (proc,) = store.procedures()
+    assert proc.provenance["user_data"] is True
+    with pytest.raises(ExportRefused, match="distill_args: values"):
+        export_skill(store, proc.id, tmp_path / "out")
+    assert not (tmp_path / "out").exists()  # nothing written
+    assert (export_skill(store, proc.id, tmp_path / "out", allow_user_data=True)
+            / "SKILL.md").is_file()
+    # the command line says why and writes nothing unless asked
+    from skillsynth.cli import main
+
+    cli = [main(["procedures", "export", str(store.path), proc.id, "--out", str(tmp_path / d)]
+                + extra) for d, extra in (("no", []), ("yes", ["--allow-user-data"]))]
+    assert cli == [1, 0] and not (tmp_path / "no").exists()
+    assert "may hold user data" in capsys.readouterr().err
+    # sources only: no mark, exported as any procedure
+    from skillsynth.store import MemoryStore
+
+    with MemoryStore.init(tmp_path / "provenance.db") as other:
+        _sessions(other, 3)
+        synthesize_skills(other, FakeLLM(ANSWER), FakeEmbedder(), Thresholds(),
+                          args="provenance")
+        (plain,) = other.procedures()
+        assert "user_data" not in plain.provenance
+        assert export_skill(other, plain.id, tmp_path / "plain").is_dir()
+
+
 def test_two_sessions_do_not(store):
     _sessions(store, 2)
     llm = FakeLLM(ANSWER)

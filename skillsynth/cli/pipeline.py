@@ -100,9 +100,11 @@ def _procedures(args: argparse.Namespace) -> int:
             store.set_procedure_enabled(proc.id, action == "enable")
             print(f"{proc.id}: {action}d")
         else:
-            out = export_skill(store, proc.id, args.out, args.profile, overwrite=args.overwrite)
+            out = export_skill(store, proc.id, args.out, args.profile, overwrite=args.overwrite,
+                               allow_user_data=args.allow_user_data)
             print(f"wrote {out / 'SKILL.md'} ({args.profile}, valid)")
     return EXIT_OK
+
 
 def register(sub: Any) -> None:
     """Add this group's commands to the ``skillsynth`` parser."""
@@ -143,3 +145,7 @@ def register(sub: Any) -> None:
             p.add_argument("--profile", choices=PROFILES, default="agentskills",
                            help="SKILL.md profile (agentskills is valid under both validators)")
             p.add_argument("--overwrite", action="store_true", help="replace an existing file")
+            p.add_argument("--allow-user-data", action="store_true",
+                           help="export a procedure distilled from the runs' argument values "
+                           "(distill_args: values), which may hold user data (refused "
+                           "otherwise)")

@@ -29,10 +29,13 @@ from .cluster import Cluster
 from .recall import ProcedureIndex
 from .skill import MAX_NAME_CHARS, Skill
 
-__all__ = ["PROVENANCE_SOURCE", "Action", "Reconciled", "reconcile_and_store", "unique_name"]
+__all__ = ["PROVENANCE_SOURCE", "USER_DATA", "Action", "Reconciled", "reconcile_and_store",
+           "unique_name"]
 
 Action = Literal["ADD", "UPDATE", "NOOP"]
 PROVENANCE_SOURCE = "skillsynth"
+#: The provenance key that marks a procedure whose distiller saw the runs' argument values.
+USER_DATA = "user_data"
 
 
 
@@ -78,9 +81,13 @@ def _check_provenance(store: MemoryStore, sessions: Sequence[str]) -> None:
 
 def reconcile_and_store(candidate: Skill, cluster: Cluster, store: MemoryStore,
                         embedder: Embeds, config: Thresholds, *,
-                        dry_run: bool = False, vector: np.ndarray | None = None) -> Reconciled:
+                        dry_run: bool = False, vector: np.ndarray | None = None,
+                        user_data: bool = False) -> Reconciled:
     """Decide ADD / UPDATE / NOOP for ``candidate`` and write it (unless ``dry_run``) in one
-    short transaction. ``vector``: the candidate's description already embedded."""
+    short transaction. ``vector``: the candidate's description already embedded.
+    ``user_data``: its distiller was shown the runs' argument values, so the body may hold
+    them; the stored provenance says so (``"user_data": true``) and
+    :func:`~.export.export_skill` refuses it unless asked."""
     vec = vector if vector is not None else \
         embedder.embed([candidate.description], kind="document")[0]
     index = ProcedureIndex.from_store(store)
@@ -107,7 +114,8 @@ def reconcile_and_store(candidate: Skill, cluster: Cluster, store: MemoryStore,
         markdown_body=candidate.body, tools_required=candidate.tools_required,
         tool_sequence=tuple({"tool": t} for t in rep.tool_names),
         success_count=successes, attempt_count=attempts,
-        provenance={"source": PROVENANCE_SOURCE, "from_sessions": list(cluster.session_ids)},
+        provenance={"source": PROVENANCE_SOURCE, "from_sessions": list(cluster.session_ids),
+                    **({USER_DATA: True} if user_data else {})},
         version=candidate.version, embedding=encode_embedding(vec))
     with store.transaction():
         embedder_id = embedder.embedder_id

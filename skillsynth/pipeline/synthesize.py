@@ -203,7 +203,8 @@ def synthesize_skills(
                     if v.kept else [])
         # 3. each reconciled procedure in its own short transaction, in cluster order (so
         #    each sees the ones before it, as one long transaction did)
-        counts = _store_all(v.kept, vecs, store, embedder, config)
+        counts = _store_all(v.kept, vecs, store, embedder, config,
+                            user_data=args == "values" and distiller == "llm")
     except LLMError as exc:
         log.error("LLM unavailable: synthesis pass skipped, store unchanged: %s", exc)
         base.setdefault("llm_calls", llm.calls - calls_before)
@@ -385,13 +386,16 @@ def _verify_all(kept: list[tuple[str, Cluster, Skill]], verifier: Verifier | Non
 
 
 def _store_all(kept: Sequence[tuple[str, Cluster, Skill]], vecs: Sequence[Any],
-               store: MemoryStore, embedder: Embeds, config: Thresholds) -> dict[str, Any]:
-    """Reconcile and store each kept skill; the report's write counts."""
+               store: MemoryStore, embedder: Embeds, config: Thresholds, *,
+               user_data: bool = False) -> dict[str, Any]:
+    """Reconcile and store each kept skill (``user_data``: marked as distilled from the runs'
+    values); the report's write counts."""
     n = {"ADD": 0, "UPDATE": 0, "NOOP": 0}
     renamed = 0
     ids: list[str] = []
     for (label, c, skill), vec in zip(kept, vecs, strict=True):
-        r = reconcile_and_store(skill, c, store, embedder, config, vector=vec)
+        r = reconcile_and_store(skill, c, store, embedder, config, vector=vec,
+                                user_data=user_data)
         if r.renamed_from:
             log.info("cluster [%s]: name %s taken by an active procedure: stored as "
                      "its next free variant", label, r.renamed_from)

@@ -212,14 +212,17 @@ class ProtocolRun:
 
 def check_procedures(store: MemoryStore, split: Split, out_dir: Path,
                      allowed: Collection[str]) -> list[ProcedureCheck]:
-    """Export and re-read every procedure; its provenance must be ``allowed`` sessions."""
+    """Export and re-read every procedure into the point's own folder (a procedure distilled
+    from the runs' values too: the point asked for it, and the report says so); its
+    provenance must be ``allowed`` sessions."""
     checks = []
     for proc in store.procedures():
         valid: dict[str, bool] = {}
         errors: dict[str, str] = {}
         for profile in PROFILES:
             try:
-                export_skill(store, proc.id, out_dir / "skills" / profile / proc.id, profile)
+                export_skill(store, proc.id, out_dir / "skills" / profile / proc.id, profile,
+                             allow_user_data=True)
                 valid[profile], errors[profile] = True, ""
             except (SkillValidationError, MalformedSkill) as exc:
                 valid[profile], errors[profile] = False, str(exc)

@@ -19,14 +19,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ...errors import EvaluationError
-from .controls import (
-    POSITIVE,
-    GoldAction,
-    GoldSource,
-    first_write_at,
-    gold_share_matched,
-    gold_writes_matched,
-)
+from .controls import POSITIVE, GoldAction, GoldSource, action_matches
 from .metrics import (
     KPI,
     MIN_FAMILIES,
@@ -39,7 +32,8 @@ from .metrics import (
 )
 
 __all__ = ["SENSITIVITY", "SHOW_CHARS", "Divergence", "InertCheck", "control_kpis",
-           "controls_summary", "graded_kpis", "inert_check", "oracle_gain_recovered"]
+           "controls_summary", "first_write_at", "gold_share_matched", "gold_writes_matched",
+           "graded_kpis", "inert_check", "oracle_gain_recovered"]
 
 #: Characters of each side a divergence shows.
 SHOW_CHARS = 300
@@ -155,6 +149,32 @@ def inert_check(rows: Sequence[ProbeResult], runs: Sequence[Mapping[str, Any]]) 
 # ---------------------------------------------------------------------- KPIs
 def _mean(xs: Sequence[float]) -> float | None:
     return float(np.mean(xs)) if len(xs) else None
+
+
+def gold_share_matched(gold: Sequence[GoldAction], calls: Sequence[tuple[str, Any]]
+                       ) -> float | None:
+    """Share of ``gold`` matched by some call (tau2's per-action check; None without gold)."""
+    if not gold:
+        return None
+    return sum(any(action_matches(g, n, a) for n, a in calls) for g in gold) / len(gold)
+
+
+def gold_writes_matched(gold: Sequence[GoldAction], calls: Sequence[tuple[str, Any]]
+                        ) -> float | None:
+    """Share of ``gold``'s state-changing actions matched by some call: graded progress on
+    what changes the world (reads matched count in :func:`gold_share_matched`, not here);
+    None for a task without a gold write."""
+    return gold_share_matched([g for g in gold if g.state_changing], calls)
+
+
+def first_write_at(gold: Sequence[GoldAction], calls: Sequence[tuple[str, Any]]) -> int | None:
+    """Calls made up to and including the first that matches a state-changing gold action
+    (1-based; None when none does)."""
+    writes = [g for g in gold if g.state_changing]
+    for i, (n, a) in enumerate(calls, 1):
+        if any(action_matches(g, n, a) for g in writes):
+            return i
+    return None
 
 
 @dataclass(frozen=True)

@@ -88,11 +88,8 @@ __all__ = [
     "action_matches",
     "call_arguments",
     "check_gold",
-    "first_write_at",
     "generic_line",
     "gold_actions",
-    "gold_share_matched",
-    "gold_writes_matched",
     "mismatched_session",
     "one_line",
     "oracle_procedure",
@@ -176,32 +173,6 @@ def action_matches(gold: GoldAction, name: str, arguments: Any) -> bool:
         return True
     return ({k: v for k, v in args.items() if k in keys}
             == {k: v for k, v in gold.arguments.items() if k in keys})
-
-
-def gold_share_matched(gold: Sequence[GoldAction], calls: Sequence[tuple[str, Any]]
-                       ) -> float | None:
-    """Share of ``gold`` matched by some call (tau2's per-action check; None without gold)."""
-    if not gold:
-        return None
-    return sum(any(action_matches(g, n, a) for n, a in calls) for g in gold) / len(gold)
-
-
-def gold_writes_matched(gold: Sequence[GoldAction], calls: Sequence[tuple[str, Any]]
-                        ) -> float | None:
-    """Share of ``gold``'s state-changing actions matched by some call: graded progress on
-    what changes the world (reads matched count in :func:`gold_share_matched`, not here);
-    None for a task without a gold write."""
-    return gold_share_matched([g for g in gold if g.state_changing], calls)
-
-
-def first_write_at(gold: Sequence[GoldAction], calls: Sequence[tuple[str, Any]]) -> int | None:
-    """Calls made up to and including the first that matches a state-changing gold action
-    (1-based; None when none does)."""
-    writes = [g for g in gold if g.state_changing]
-    for i, (n, a) in enumerate(calls, 1):
-        if any(action_matches(g, n, a) for g in writes):
-            return i
-    return None
 
 
 def _kebab(text: str) -> str:

@@ -27,7 +27,7 @@ from ..live.worlds import ReplayWorld, World, get_world, task_order
 from ..strategies import Recaller
 from .complete import require_run
 from .context import EvalConfig, PointContext
-from .controls import gold_share_matched, gold_writes_matched
+from .control_checks import gold_share_matched, gold_writes_matched
 from .metrics import ProbeResult
 from .recall_plans import MemberPlans
 

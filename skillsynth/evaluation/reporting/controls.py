@@ -25,7 +25,7 @@ from ..sweeps.summary import PointLike, as_entry
 from .verdict import POSITIVE_CONTROLS
 
 __all__ = ["ARM_ORDER", "args_gain_over_mismatched", "controls_table", "decoding",
-           "gain_recovered", "over_mismatched", "per_probe"]
+           "gain_recovered", "over_mismatched", "per_probe", "user_data_note"]
 
 #: The side-by-side order: the lower bounds, the designs, the upper bounds, the inert check.
 ARM_ORDER = ("none", "mismatched", "mismatched-plan", "skillsynth", "gaia-greedy",
@@ -181,3 +181,18 @@ def decoding(spec: Mapping[str, Any]) -> str:
         return "live arms: one greedy run per arm per probe (one draw; `repeats` samples more)"
     return (f"live arms: {n} runs per arm per probe sampled at temperature "
             f"{spec.get('temperature', 0.7)} (seed = repeat), averaged per probe before pairing")
+
+
+def user_data_note(points: pd.DataFrame) -> str:
+    """A line naming the points whose distiller was shown the runs' argument values
+    (``distill_args: values``): an upper bound whose procedures may hold user data, not a
+    design to ship ("" where there is none)."""
+    if points.empty or "distill_args" not in points:
+        return ""
+    ids = sorted(str(p) for p, a in zip(points["point"], points["distill_args"], strict=True)
+                 if a == "values")
+    if not ids:
+        return ""
+    return (f"user data: {', '.join(ids)} showed the distiller the runs' argument values "
+            "(distill_args: values): an upper bound whose procedures may hold user data, not a "
+            "design to ship; their SKILL.md files export only when asked (--allow-user-data)")

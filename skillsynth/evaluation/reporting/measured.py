@@ -16,6 +16,7 @@ from typing import Any
 
 from ...figures import Measurement, measure
 from ..sweeps.summary import SweepSummary
+from .controls import user_data_note
 from .loaded import Run, load_run
 
 __all__ = ["HEADLINE", "sweep_measurement"]
@@ -105,6 +106,7 @@ def sweep_measurement(run_dir: str | Path, *, command: str | None = None,
             + (f"; missing: {', '.join(missing)}" if missing else "")
             + (f". Models: chat {first.versions.chat_model}, embedder "
                f"{first.versions.embedder}; corpus sha256 {str(first.corpus.sha256)[:12]}."
-               if first else "."))
+               if first else ".")
+            + (f" {leaks}." if (leaks := user_data_note(loaded.points)) else ""))
     return measure(f"sweep-{s.name}", f"Sweep {s.name}: headline KPIs per point",
                    command or f"skillsynth sweep <spec of {s.name}>", figures, note=note)
