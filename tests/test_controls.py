@@ -197,6 +197,24 @@ def _cfg(db, strategy, **kw):
                       n_boot=300, **kw)
 
 
+def test_a_values_point_validates_its_procedures_in_its_own_folder_and_marks_them(tmp_path):
+    from skillsynth.errors import ExportRefused
+    from skillsynth.pipeline.export import export_skill
+    from skillsynth.store import MemoryStore
+
+    db = gold_corpus(tmp_path)
+    res = run_point(_cfg(db, "skillsynth", distill_args="values"), FakeDistiller(),
+                    FakeFamilyEmbedder(), tmp_path / "v")
+    # the point's own export passes (it asked for the values), and every procedure is valid
+    assert res.kpis["validity_gaia691"].value == 1.0 and res.kpis["validity_gaia691"].n > 0
+    with MemoryStore.open(tmp_path / "v" / "history.db", read_only=True) as store:
+        procs = store.procedures()
+        assert procs and all(p.provenance["user_data"] is True for p in procs)
+        with pytest.raises(ExportRefused):  # anyone else's export is refused
+            export_skill(store, procs[0].id, tmp_path / "out")
+    assert list((tmp_path / "v" / "skills" / "agentskills").glob("*/*/SKILL.md"))
+
+
 def test_an_oracle_replay_point_shows_the_sensitivity_worked_out_by_hand(tmp_path):
     db = gold_corpus(tmp_path)
     res = run_point(_cfg(db, "oracle"), FakeDistiller(), FakeFamilyEmbedder(), tmp_path / "o")

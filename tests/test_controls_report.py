@@ -143,14 +143,15 @@ def test_progress_over_mismatched_pairs_each_probe_with_the_wrong_procedures_run
     assert abs(k.value - 0.25) < 1e-9 and k.n == 12 and k.n_families == 6
     shown = controls_table(points, table).set_index("strategy")["progress_over_mismatched"]
     assert shown["oracle"].startswith("0.25 [") and shown["mismatched"] == "-"
-    # on the writes alone: the oracle's gain made of reads (no write reached) is nothing;
-    # rows without the column (written before it) show no figure
+    # rows without the writes column (written before it) show no figure
     assert controls_table(points, table).set_index("strategy").loc[
         "oracle", "writes_over_mismatched"] == "-"
     writes = table.assign(gold_writes_matched=[0.0] * 36 + [0.0] * 6 + [1.0] * 6)
     k = over_mismatched(writes, points[0], points[1], basis="writes")
     # the mismatched arm made the write on its last 6 probes, the oracle on none: -0.5
     assert k.name == "writes_over_mismatched" and abs(k.value + 0.5) < 1e-9 and k.n == 12
+    assert controls_table(points, writes).set_index("strategy").loc[
+        "oracle", "writes_over_mismatched"].startswith("-0.50 [")
 
 
 def test_the_controls_say_how_the_live_arms_were_decoded():

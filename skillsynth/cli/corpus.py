@@ -131,7 +131,7 @@ def _corpus_ideal(args: argparse.Namespace) -> int:
         share = "-" if r["from_a_result"] is None else f"{r['from_a_result']:.2f}"
         print(f"  {r['result_chars']:>12} {r['step']:>6} {r['customer']:>9} "
               f"{r['constant']:>9} {r['unknown']:>8} {share:>14} "
-              f"{r['mean_stored_chars']:>22}")
+              f"{'-' if r['mean_stored_chars'] is None else r['mean_stored_chars']:>22}")
     return EXIT_OK
 
 

@@ -195,4 +195,6 @@ def user_data_note(points: pd.DataFrame) -> str:
         return ""
     return (f"user data: {', '.join(ids)} showed the distiller the runs' argument values "
             "(distill_args: values): an upper bound whose procedures may hold user data, not a "
-            "design to ship; their SKILL.md files export only when asked (--allow-user-data)")
+            "design to ship; the point's own folder holds them (points/<id>/skills/, its "
+            "validity check), and any other export refuses them unless asked "
+            "(--allow-user-data)")
