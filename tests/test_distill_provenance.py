@@ -76,9 +76,13 @@ def test_the_distiller_sees_sources_not_values_unless_asked_for_values():
     for v in VALUES:  # the goals name them (the model always saw those); the steps do not
         assert v not in steps["provenance"] and v not in steps["none"]
     assert '"first_name": "Mei"' in steps["values"] or '"first_name": "Ana"' in steps["values"]
-    system = {a: build_messages(CLUSTER, "json", a)[0]["content"] for a in ("none", "provenance")}
+    system = {a: build_messages(CLUSTER, "json", a)[0]["content"]
+              for a in ("none", "provenance", "values")}
     assert "never write a value from the runs" in system["provenance"]
     assert "never write a value" not in system["none"]  # GAIA's prompt is unchanged
+    # the upper bound is asked to keep the values it is shown, not to drop them
+    assert "keep them in the step" in system["values"]
+    assert "never write a value" not in system["values"]
 
 
 def test_the_trace_distiller_writes_a_valid_procedure_with_no_user_value():

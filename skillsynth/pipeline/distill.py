@@ -43,6 +43,7 @@ __all__ = [
     "DISTILL_ARGS",
     "PROMPT_VERSION",
     "TRACE_VERSION",
+    "VALUES_VERSION",
     "DistillArgs",
     "DistillMode",
     "Distillation",
@@ -68,6 +69,13 @@ Distiller = Literal["llm", "trace"]
 DISTILLERS: tuple[Distiller, ...] = ("llm", "trace")
 _ARGS_RULE = ("\nWhere a step shows where its arguments come from, keep that in the step "
               "(e.g. 'with user_id = step 1's result'); never write a value from the runs.")
+#: ``values``: the upper bound keeps what it is shown (its procedures are marked as holding
+#: user data: :func:`~.reconcile.reconcile_and_store`). Before ``values-v2`` the values were
+#: shown under :data:`_ARGS_RULE`, which told the model to drop them.
+_VALUES_RULE = ("\nEach step shows the run's argument values: keep them in the step "
+                "(e.g. 'with order_id \"#W0000001\"'), so the procedure can be followed as "
+                "it ran.")
+VALUES_VERSION = "values-v2"
 TEMPERATURE = 0.1
 MAX_TOKENS = 1024
 #: Sampling seed: at temperature 0.1 answers still vary; a fixed seed makes a pass repeatable
@@ -182,7 +190,9 @@ def build_messages(cluster: Cluster, mode: DistillMode = "yaml", args: DistillAr
         system, example = _JSON_SYSTEM, json.dumps(_EXAMPLE)
     else:
         system, example = _SYSTEM, _render(_EXAMPLE)
-    if args != "none":
+    if args == "values":
+        system += _VALUES_RULE
+    elif args != "none":
         system += _ARGS_RULE
     return [{"role": "system", "content": system},
             {"role": "user", "content": _EXAMPLE_USER},

@@ -54,7 +54,14 @@ from ...config import Thresholds
 from ...errors import ConfigError, EvaluationError
 from ...models.embed import Embeds
 from ...pipeline.cluster import Method, RateDefinition
-from ...pipeline.distill import PROMPT_VERSION, TRACE_VERSION, DistillArgs, Distiller, DistillMode
+from ...pipeline.distill import (
+    PROMPT_VERSION,
+    TRACE_VERSION,
+    VALUES_VERSION,
+    DistillArgs,
+    Distiller,
+    DistillMode,
+)
 from ...pipeline.recall import RECALL_KEYS, Recall, RecallKey, recall, recall_index
 from ...pipeline.synthesize import PassReport, synthesize_skills
 from ...pipeline.verify import Verifier, VerifyRule
@@ -179,7 +186,8 @@ class Strategy:
         the trace rule's where no model distils, with the arguments shown where any are."""
         if distiller == "trace":
             return TRACE_VERSION
-        return PROMPT_VERSION + ("" if args == "none" else f"-{args}")
+        return PROMPT_VERSION + ("" if args == "none" else
+                                 f"-{VALUES_VERSION}" if args == "values" else f"-{args}")
 
     def check_distillation(self, args: DistillArgs, distiller: Distiller) -> None:
         """Raise ConfigError unless this design's pass can distil as asked (its own does)."""
