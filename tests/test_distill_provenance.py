@@ -85,6 +85,16 @@ def test_the_distiller_sees_sources_not_values_unless_asked_for_values():
     assert "never write a value" not in system["values"]
 
 
+def test_the_trace_distillers_upper_bound_writes_the_representative_runs_values():
+    d = distill_trace(CLUSTER, "values")
+    validate_skill(d.skill, "gaia691")
+    rep = CLUSTER.representative()
+    order = json.loads(rep.calls[2].args)["order_id"]
+    assert f'Call return_delivered_order_items with {{"order_id": "{order}"' in d.skill.body
+    assert d.skill.description == distill_trace(CLUSTER).skill.description  # no value there
+    assert d.skill.tools_required == distill_trace(CLUSTER).skill.tools_required
+
+
 def test_the_trace_distiller_writes_a_valid_procedure_with_no_user_value():
     d = distill_trace(CLUSTER)
     assert d.skill is not None and not d.cached

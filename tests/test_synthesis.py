@@ -121,11 +121,18 @@ def test_a_procedure_distilled_from_the_values_is_marked_and_exported_only_when_
         store, tmp_path, capsys):
     from skillsynth.errors import ExportRefused
     from skillsynth.pipeline.export import export_skill
+    from skillsynth.store import MemoryStore
 
     _sessions(store, 3)
     synthesize_skills(store, FakeLLM(ANSWER), FakeEmbedder(), Thresholds(), args="values")
     (proc,) = store.procedures()
     assert proc.provenance["user_data"] is True
+    with MemoryStore.init(tmp_path / "trace.db") as traced:  # the rule's bound is marked too
+        _sessions(traced, 3)
+        synthesize_skills(traced, FakeLLM(), FakeEmbedder(), Thresholds(), args="values",
+                          distiller="trace")
+        (bound,) = traced.procedures()
+        assert bound.provenance["user_data"] is True and '"q": ' in bound.markdown_body
     with pytest.raises(ExportRefused, match="distill_args: values"):
         export_skill(store, proc.id, tmp_path / "out")
     assert not (tmp_path / "out").exists()  # nothing written
@@ -139,8 +146,6 @@ def test_a_procedure_distilled_from_the_values_is_marked_and_exported_only_when_
     assert cli == [1, 0] and not (tmp_path / "no").exists()
     assert "may hold user data" in capsys.readouterr().err
     # sources only: no mark, exported as any procedure
-    from skillsynth.store import MemoryStore
-
     with MemoryStore.init(tmp_path / "provenance.db") as other:
         _sessions(other, 3)
         synthesize_skills(other, FakeLLM(ANSWER), FakeEmbedder(), Thresholds(),

@@ -257,7 +257,7 @@ def distill(cluster: Cluster, llm: ChatModel, config: Thresholds,
     """
     del config  # the thresholds do not shape the prompt; kept for a uniform stage signature
     if distiller == "trace":
-        return distill_trace(cluster)
+        return distill_trace(cluster, args)
     return _interpret(cluster, llm.chat(**_request(cluster, mode, args)), mode)
 
 
@@ -337,22 +337,27 @@ def trace_when(cluster: Cluster) -> str:
     return "The user wants: " + " ".join(kept)
 
 
-def distill_trace(cluster: Cluster) -> Distillation:
+def distill_trace(cluster: Cluster, args: DistillArgs = "provenance") -> Distillation:
     """A procedure written by rule from the cluster's runs, no model: the representative
     run's successful calls in order, each with its arguments' sources where every member
     agrees (:func:`~.provenance.cluster_dataflow`), ``when_to_use`` by :func:`trace_when`,
     the name from the run's last tool. No value from the runs appears, but a constant every
-    member passed."""
+    member passed. ``args`` values: each call with the representative run's own argument
+    values instead (the upper bound: user data in the procedure, which is marked so)."""
     rep = cluster.representative()
     flows = cluster_dataflow(cluster.members, rep)
     if not flows:
         raise MalformedSkill("the representative run has no successful call", field="steps")
+    if args == "values":
+        steps = [f"Call {c.name}" + (f" with {json.dumps(dict(c.arguments), ensure_ascii=False)}"
+                                     if c.arguments else "") for c in session_calls(rep)]
+    else:
+        steps = [f"Call {f.tool}" + (f" with {f.describe()}" if f.describe() else "")
+                 for f in flows]
     name = re.sub(r"[^a-z0-9]+", "-", flows[-1].tool.lower()).strip("-")[:64].strip("-")
     data = {"name": name or "procedure", "when_to_use": trace_when(cluster),
             "tools_required": list(dict.fromkeys(f.tool for f in flows)),
-            "steps": [f"Call {f.tool}" + (f" with {f.describe()}" if f.describe() else "")
-                      for f in flows],
-            "edge_cases": [_TRACE_EDGE]}
+            "steps": steps, "edge_cases": [_TRACE_EDGE]}
     text = _render(data)
     repairs: list[str] = []
     return Distillation(skill=Skill.parse(text, repairs=repairs), raw=text, cached=False,

@@ -185,7 +185,7 @@ class Strategy:
         """The version of the distillation prompt this design's pass sends (for records):
         the trace rule's where no model distils, with the arguments shown where any are."""
         if distiller == "trace":
-            return TRACE_VERSION
+            return TRACE_VERSION + ("-values" if args == "values" else "")
         return PROMPT_VERSION + ("" if args == "none" else
                                  f"-{VALUES_VERSION}" if args == "values" else f"-{args}")
 
