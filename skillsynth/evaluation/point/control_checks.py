@@ -196,9 +196,9 @@ def _graded_arm(runs: Sequence[Mapping[str, Any]], gold: Sequence[GoldAction]) -
         m = gold_share_matched(gold, calls)
         if m is not None:
             matched.append(m)
-        w = gold_writes_matched(gold, calls)
-        if w is not None:
-            writes.append(w)
+        made = gold_writes_matched(gold, calls)
+        if made is not None:
+            writes.append(made)
         if run.get("steps"):
             failed.append(run.get("failed_calls", 0) / run["steps"])
         w = first_write_at(gold, calls)
