@@ -203,8 +203,7 @@ def synthesize_skills(
                     if v.kept else [])
         # 3. each reconciled procedure in its own short transaction, in cluster order (so
         #    each sees the ones before it, as one long transaction did)
-        counts = _store_all(v.kept, vecs, store, embedder, config,
-                            user_data=args == "values")
+        counts = _store_all(v.kept, vecs, store, embedder, config, user_data=args == "values")
     except LLMError as exc:
         log.error("LLM unavailable: synthesis pass skipped, store unchanged: %s", exc)
         base.setdefault("llm_calls", llm.calls - calls_before)

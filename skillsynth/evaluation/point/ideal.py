@@ -87,15 +87,24 @@ class IdealHistoryReport:
     calls: int = 0
     left_out: dict[str, str] = field(default_factory=dict)
     already_present: int = 0
-    sources_whole: dict[str, int] = field(default_factory=dict)
-    sources_stored: dict[str, int] = field(default_factory=dict)
     sources_by_limit: dict[str, dict[str, int]] = field(default_factory=dict)
     stored_chars: dict[str, int] = field(default_factory=dict)
     results: int = 0
 
+    @property
+    def sources_whole(self) -> dict[str, int]:
+        """The sources traced through the world's whole results."""
+        return self.sources_by_limit.get("whole", {})
+
+    @property
+    def sources_stored(self) -> dict[str, int]:
+        """The sources traced through the results as GAIA stores them."""
+        return self.sources_by_limit.get(str(TOOL_TEXT_LIMIT), {})
+
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready."""
-        return asdict(self)
+        """JSON-ready (with the two curves' ends, whole and as stored)."""
+        return asdict(self) | {"sources_whole": self.sources_whole,
+                               "sources_stored": self.sources_stored}
 
     def sources_line(self) -> str:
         """The argument sources, whole against stored, in one line ("" before a build)."""
@@ -298,5 +307,3 @@ def _count_sources(world: World, calls: Sequence[WorldTurn], customer: str,
         into = report.sources_by_limit.setdefault(key, {})
         for kind, n in source_counts(argument_sources(traced, customer, enums=enums)).items():
             into[kind] = into.get(kind, 0) + n
-    report.sources_whole = report.sources_by_limit["whole"]
-    report.sources_stored = report.sources_by_limit[str(TOOL_TEXT_LIMIT)]
