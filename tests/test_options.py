@@ -117,6 +117,20 @@ def test_an_old_run_folders_spec_still_matches_when_options_are_added():
     assert _identity(yaml.safe_dump(old)) != _identity(yaml.safe_dump(old | {"k": 2}))
 
 
+def test_a_resumed_sweep_may_reorder_its_points_but_not_change_them():
+    from skillsynth.evaluation.sweeps.run import _identity
+
+    spec = {"name": "s", "grid": {"strategy": ["none", "oracle"], "similarity_tau": [0.8, 0.9]},
+            "points": [{"strategy": "oracle"}, {"strategy": "skillsynth", "k": 2}]}
+    reordered = spec | {"grid": {"similarity_tau": [0.9, 0.8], "strategy": ["oracle", "none"]},
+                        "points": [{"k": 2, "strategy": "skillsynth"}, {"strategy": "oracle"}]}
+    assert _identity(yaml.safe_dump(spec)) == _identity(yaml.safe_dump(reordered))
+    for changed in ({"points": [{"strategy": "oracle"}, {"strategy": "skillsynth", "k": 3}]},
+                    {"points": [{"strategy": "oracle"}]},
+                    {"grid": {"strategy": ["none", "oracle"], "similarity_tau": [0.8]}}):
+        assert _identity(yaml.safe_dump(spec)) != _identity(yaml.safe_dump(spec | changed))
+
+
 def test_each_option_declares_its_stage_and_derived_tables_follow_it():
     from skillsynth.config import Thresholds
     from skillsynth.evaluation.point.options import ROLES

@@ -455,11 +455,25 @@ def _identity(spec_yaml: str) -> dict[str, Any]:
     """What makes two specs the same sweep: everything but how the points are executed.
 
     An option at its default counts as absent, so a run folder written before an option
-    existed (or before the spec file listed it) still resumes under the same spec.
+    existed (or before the spec file listed it) still resumes under the same spec. The order
+    of ``points`` and of each grid axis is the order they run in, not what they are: a
+    resumed sweep may put the points it needs first.
     """
     defaults = PointOptions().to_json()
-    return {k: v for k, v in yaml.safe_load(spec_yaml).items()
+    same = {k: v for k, v in yaml.safe_load(spec_yaml).items()
             if k not in RUN_ONLY_KEYS and not (k in defaults and v == defaults[k])}
+    if "points" in same:
+        same["points"] = _unordered(same["points"])
+    if "grid" in same:
+        same["grid"] = {k: _unordered(v) for k, v in same["grid"].items()}
+    return same
+
+
+def _unordered(values: Any) -> Any:
+    """A list as a sorted list of its JSON texts (a set that keeps duplicates)."""
+    if not isinstance(values, list):
+        return values
+    return sorted(json.dumps(v, sort_keys=True) for v in values)
 
 
 def aggregate(run_dir: Path, points: Sequence[Point], spec: SweepSpec, *,
