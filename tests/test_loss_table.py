@@ -92,6 +92,24 @@ def test_sources_in_text_reads_each_arguments_statement_by_the_rule():
     assert sources_in_text(RIGHT, gold, [None, flows[1]]) == (2, 2)
 
 
+def test_a_short_value_states_its_argument_only_as_a_whole_token():
+    """A state's code or a small count is the value when it stands alone ("NC"), not when
+    the letters sit inside a word ("once") or a longer number ("10")."""
+    gold = gold_actions([{"name": "modify_pending_order_address",
+                          "arguments": {"order_id": "#W5270061", "state": "NC", "count": 1}}])
+    run = [ToolCall(session_id="p", tool_name="modify_pending_order_address",
+                    args=json.dumps(gold[0].arguments), result_summary="ok", success=True,
+                    timestamp="")]
+    flows = gold_flows(gold, run, "please move my order")
+    assert flows[0]["state"] == (frozenset(),)  # found nowhere: only the value states it
+    valued = ('1. Call modify_pending_order_address with {"order_id": "#W5270061", '
+              '"state": "NC", "count": 1}')
+    assert sources_in_text(valued, gold, flows) == (3, 3)
+    inside = ('1. Call modify_pending_order_address with order_id "#W5270061"; '
+              'state set once; count 10')
+    assert sources_in_text(inside, gold, flows) == (1, 3)
+
+
 def test_gold_in_text_counts_tools_in_order_and_argument_names():
     gold = gold_actions(GOLD)
     assert gold_in_text(FULL, gold) == (2, 2, 3, 3)

@@ -18,8 +18,8 @@ with no matching call is not judged.
 finds them; a tool's *block* runs from its mention to the next numbered line (``3.``,
 ``Step 3:``) or the end. In the block, an argument's *statement* is the words after its name
 up to the next ``;``, line break or another of the action's argument names. The statement is
-right when it holds the gold value itself (every scalar of three or more characters, or a
-number); never when it says the value is not found, varies or is to be decided; else when,
+right when it holds the gold value itself (every scalar; one of one or two characters, such
+as a state's code, as a whole token, so that "NC" is not found in "once"); never when it says the value is not found, varies or is to be decided; else when,
 for every scalar value, one of the places it is found is stated: a step by ``step N`` where
 the text's line N names that step's tool, or by the tool's name; the customer by the word
 customer or user. Where the stored run holds a value nowhere and cut no earlier result (a
@@ -77,11 +77,15 @@ def gold_flows(gold: Sequence[GoldAction], calls: Sequence[ToolCall], customer: 
 
 
 def _has_value(statement: str, value: Any) -> bool:
-    """Whether the statement carries every telling scalar of the gold value."""
-    told = [v for v in scalar_values(value) if (isinstance(v, int | float) and not isinstance(
-        v, bool)) or (isinstance(v, str) and len(v) >= _MIN_VALUE_CHARS)]
+    """Whether the statement carries every telling scalar of the gold value (a boolean or an
+    empty string tells nothing)."""
+    told = [str(v).lower() for v in scalar_values(value) if (isinstance(v, int | float) and
+            not isinstance(v, bool)) or (isinstance(v, str) and v)]
     low = statement.lower()
-    return bool(told) and all(str(v).lower() in low for v in told)
+    return bool(told) and all(
+        v in low if len(v) >= _MIN_VALUE_CHARS
+        else re.search(rf"(?<![a-z0-9]){re.escape(v)}(?![a-z0-9])", low) is not None
+        for v in told)
 
 
 def _states(statement: str, places: Sequence[frozenset[tuple[str, str | None]]],
