@@ -138,8 +138,12 @@ def _run(tmp_path, bodies, live):
         for point, values, rec in (("s", design, ids), ("m", wrong, ["x"]), ("a", upper, ["y"])):
             rows += [{"point": point, "arm": "memory", "probe_session": probe,
                       "family": f"t{probe}", "steps_method": "live", "gold_matched": v,
+                      "steps": 1,
                       "recalled_ids": rec, "recalled_right": right if point == "s" else 1}
                      for v in values]
+            rows.append({"point": point, "arm": "memory", "probe_session": probe,  # replay
+                         "family": f"t{probe}", "steps_method": "replay-v1", "steps": 9,
+                         "recalled_ids": rec, "recalled_right": right if point == "s" else 1})
     points = pd.DataFrame([{"point": p, "strategy": s, "max_recall_body_chars": 300}
                            for p, s in (("s", "skillsynth"), ("m", "mismatched"),
                                         ("a", "oracle-args"))])
@@ -174,6 +178,13 @@ def test_each_probes_lost_gain_is_put_at_the_first_stage_that_explains_it(tmp_pa
         "a.x; a.x; b.y", "", "a.x", "", ""), stage=("source", "source", "content", "source",
                                                     "agent")))
     assert twice.unstated_at_source().to_dict() == {"a.x": 1, "b.y": 1}  # probes, not mentions
+    # where the text puts the first gold write, against the calls the agent made (1 a run)
+    assert by.loc["p4", "write_step"] == 3 and by.loc["p1", "write_step"] == 2
+    assert pd.isna(by.loc["p2", "write_step"])  # named, but on no numbered line
+    assert by.loc["p4", "calls_made"] == 1.0 and by.loc["p4", "runs_reaching_write"] == 0
+    assert t.stopped_before_write() == (1, 1)
+    assert dataclasses.replace(t, probes=t.probes.assign(runs_reaching_write=1)
+                               ).stopped_before_write() == (0, 1)
     assert t.upper_gain == 2.5
     stages = t.stages.set_index("stage")
     assert list(stages.index) == ["recall", "content", "source", "agent"]
@@ -206,8 +217,9 @@ def test_a_prose_rung_of_the_ladder_gets_a_table_from_the_skill_it_wrote(tmp_pat
     Skill(name="cancel", description="Cancel an order.", body=RIGHT,
           tools_required=("cancel_pending_order",)).write(
         tmp_path / "points" / "d" / "skills" / "controls" / "oracle-dataflow" / "p1")
-    rows = run.rows[run.rows["point"] == "s"].assign(
-        point="d", recalled_ids=[["oracle:oracle-dataflow:p1"]], gold_matched=0.25)
+    mine = run.rows[run.rows["point"] == "s"]
+    rows = mine.assign(point="d", recalled_ids=[["oracle:oracle-dataflow:p1"]] * len(mine),
+                       gold_matched=0.25)
     points = pd.concat([run.points, pd.DataFrame([{"point": "d", "strategy": "oracle-dataflow",
                                                    "max_recall_body_chars": 300}])])
     ladder = Run(path=tmp_path, summary=None, points=points,

@@ -14,6 +14,11 @@ that bound is put at the first stage that explains it:
   run in the corpus);
 * ``agent``: the text carried all of that and the agent still did not do it.
 
+Beside the stage, each probe's row says at which step the text puts the first gold write
+(``write_step``), how many calls the agent made on average (``calls_made``) and in how many
+of its live runs it made at least that many (``runs_reaching_write``): an agent that stops
+before that step loses the write however well the text states it.
+
 A probe's *lost gain* is (oracle-args - mismatched) - (design - mismatched) on graded progress
 (the share of the task's gold actions executed, averaged over repeats), so the stages' lost
 gains add up to the upper bound's gain minus the design's. This is a descriptive
@@ -40,7 +45,7 @@ from ..point.controls import ORACLE_PREFIX, GoldAction, GoldSource
 from ..strategies import STRATEGIES, get_strategy
 from .controls import per_probe
 from .loaded import Run
-from .stated import Flow, gold_flows, source_judgements
+from .stated import Flow, gold_flows, source_judgements, write_step
 
 __all__ = ["PROSE_RUNGS", "STAGES", "LossTable", "gold_in_text", "ladder_points", "loss_table",
            "loss_tables", "procedure_forms"]
@@ -75,6 +80,12 @@ class LossTable:
         at = self.probes.loc[self.probes["stage"] == "source", "sources_not_stated"]
         names = [n for cell in at for n in dict.fromkeys(str(cell).split("; ")) if n]
         return pd.Series(names, dtype=object).value_counts().rename("probes")
+
+    def stopped_before_write(self) -> tuple[int, int]:
+        """(probes at ``agent`` none of whose runs made as many calls as the step at which
+        their text puts the first gold write, probes at ``agent`` whose text numbers it)."""
+        at = self.probes[(self.probes["stage"] == "agent") & self.probes["write_step"].notna()]
+        return int((at["runs_reaching_write"] == 0).sum()), len(at)
 
 
 def gold_in_text(text: str, gold: Sequence[GoldAction]) -> tuple[int, int, int, int]:
@@ -148,6 +159,16 @@ def _probe_runs(run: Run, point: str, probes: Sequence[str]
     return out
 
 
+def _live_calls(mem: pd.DataFrame, step: int | None) -> tuple[float | None, int | None]:
+    """The calls the agent made, averaged over the probe's live memory runs (replay rows
+    count the recorded attempt's steps, not the agent's), and how many runs made ``step``."""
+    live = mem[mem["steps_method"] == "live"] if "steps_method" in mem else mem
+    if "steps" not in live or not len(live):
+        return None, None
+    return (float(live["steps"].mean()),
+            None if step is None else int((live["steps"] >= step).sum()))
+
+
 def _probe_row(probe: str, mem: pd.DataFrame, gold: Sequence[GoldAction], flows: Sequence[Flow],
                bodies: Mapping[str, str], cap: int, values: tuple[float, float, float]
                ) -> dict[str, Any]:
@@ -158,6 +179,8 @@ def _probe_row(probe: str, mem: pd.DataFrame, gold: Sequence[GoldAction], flows:
     steps, n_steps, named, n_args = gold_in_text(text, gold)
     said = source_judgements(text, gold, flows)
     right, judged = sum(ok for _, _, ok in said), len(said)
+    at = write_step(text, gold)
+    calls, reaching = _live_calls(mem, at)
     design, wrong, upper = values
     complete = n_steps > 0 and steps == n_steps and named == n_args
     stage = "recall" if not recalled else "content" if not complete else \
@@ -166,6 +189,7 @@ def _probe_row(probe: str, mem: pd.DataFrame, gold: Sequence[GoldAction], flows:
             "own_family_recalled": recalled, "gold_tools_named": f"{steps}/{n_steps}",
             "gold_args_named": f"{named}/{n_args}", "gold_sources_stated": f"{right}/{judged}",
             "sources_not_stated": "; ".join(f"{t}.{a}" for t, a, ok in said if not ok),
+            "write_step": at, "calls_made": calls, "runs_reaching_write": reaching,
             "design": design, "mismatched": wrong, "oracle_args": upper,
             "lost": (upper - wrong) - (design - wrong), "stage": stage}
 
@@ -200,6 +224,7 @@ def loss_table(run: Run, point: str, *, mismatched: str, upper: str) -> LossTabl
     table = pd.DataFrame(recs, columns=["probe", "family", "recalled", "own_family_recalled",
                                         "gold_tools_named", "gold_args_named",
                                         "gold_sources_stated", "sources_not_stated",
+                                        "write_step", "calls_made", "runs_reaching_write",
                                         "design", "mismatched",
                                         "oracle_args", "lost", "stage"])
     upper_gain = float(sum(best[p] - wrong[p] for p in probes))

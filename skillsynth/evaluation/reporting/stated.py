@@ -39,7 +39,7 @@ from ...store import ToolCall
 from ...store.schema import TOOL_TEXT_LIMIT
 from ..point.controls import GoldAction, action_matches, call_arguments
 
-__all__ = ["Flow", "gold_flows", "source_judgements", "sources_in_text"]
+__all__ = ["Flow", "gold_flows", "source_judgements", "sources_in_text", "write_step"]
 
 #: Per gold action: argument -> for each scalar value, the places it is found as (kind, tool
 #: of the source step or None), empty where none; None where no call of the run matches the
@@ -174,3 +174,16 @@ def sources_in_text(text: str, gold: Sequence[GoldAction], flows: Sequence[Flow]
     :func:`source_judgements` counted."""
     said = source_judgements(text, gold, flows, tools)
     return sum(ok for _, _, ok in said), len(said)
+
+
+def write_step(text: str, gold: Sequence[GoldAction], tools: Sequence[str] = ()) -> int | None:
+    """The step at which the text puts the first gold write: the number of the first numbered
+    line that names the tool of the gold's first state-changing action (None: the gold has no
+    write, or no numbered line names it). An agent that stops after fewer calls than this never
+    reaches the write, whatever the text says of its arguments."""
+    write = next((g.name for g in gold if g.state_changing), None)
+    if write is None:
+        return None
+    names = list(dict.fromkeys([*tools, *(g.name for g in gold)]))
+    numbered, _ = _numbered(text, names)
+    return min((n for n, t in numbered.items() if t == write), default=None)
