@@ -169,6 +169,29 @@ def test_the_sweep_reads_each_point_once_and_the_reports_read_the_typed_summary(
     assert "tiny.db" in for_issue(run_dir, "tau")
 
 
+def test_a_sweep_keeps_its_summary_as_points_finish_and_the_gate_fails_until_all_have(run):
+    """Each finished point rewrites summary.json over the points done so far: a sweep still
+    running (or stopped) can be reported on, and says how far it got."""
+    from skillsynth.evaluation.sweeps.run import _keeping_summary
+
+    run_dir, points, spec = run
+    later = run_dir / "points" / points[1].id / SUMMARY
+    later.rename(later.with_suffix(".later"))  # the second point has not finished yet
+    told: list[str] = []
+    _keeping_summary(run_dir, points, spec, "2026-01-01T00:00:00Z", told.append)(points[0].id)
+    assert told == [points[0].id]
+    summary = SweepSummary.load(run_dir)
+    assert (summary.finished, summary.n_points) == (1, 2)
+    assert [e.id for e in summary.points] == [points[0].id]
+    assert "1 of 2 point(s) finished" in describe_run(load_run(run_dir))
+    (unfinished,) = [c for c in gate(run_dir) if c.check == "points finished"]
+    assert not unfinished.ok and "1 not run yet" in unfinished.required
+    later.with_suffix(".later").rename(later)
+    _keeping_summary(run_dir, points, spec, "2026-01-01T00:00:00Z", None)(points[1].id)
+    assert SweepSummary.load(run_dir).finished == 2
+    assert not [c for c in gate(run_dir) if c.check == "points finished"]
+
+
 def test_a_hand_written_sweep_summary_loads_with_defaults():
     s = SweepSummary.from_json({"name": "x", "points": [{"id": "p", "kpis": {
         "recall_hit_rate": {"value": 0.5, "lo": 0.1, "hi": 0.9, "n": 4}}}]})

@@ -117,6 +117,12 @@ def gate_checks(summary: SweepSummary, baseline: str | Path | None) -> list[Gate
     for pid, why in summary.failed.items():
         checks.append(GateCheck(point=pid, check="point finished", value=None,
                                 required=why.splitlines()[0][:200], ok=False))
+    unfinished = summary.n_points - summary.finished - len(summary.failed)
+    if unfinished > 0:  # a sweep still running or stopped: its summary covers what finished
+        checks.append(GateCheck(point="(sweep)", check="points finished",
+                                value=float(summary.finished),
+                                required=f"all {summary.n_points} ({unfinished} not run yet: "
+                                         "resume the sweep)", ok=False))
     base = _load_baseline(baseline) if baseline else {"entries": []}
     for pt in summary.points:
         k = pt.kpis

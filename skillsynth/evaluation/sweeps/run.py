@@ -12,7 +12,8 @@ models once (their URLs go to every point), executes the packaged notebook
   files; a point with a ``summary.json`` is done and is skipped when the sweep is re-run,
   so a killed sweep resumes where it stopped;
 * ``similarity.json``: same-family and different-family goal similarities (where tau sits);
-* ``results.jsonl`` and ``summary.json``: every point's rows and KPIs together.
+* ``results.jsonl`` and ``summary.json``: every point's rows and KPIs together (rewritten as
+  each point finishes, so a running or stopped sweep can be reported on).
 
 The spec itself (keys, checks, grid expansion) is :mod:`.spec`; points on a Dask
 cluster (``cluster=``) are :mod:`.dask_cluster`.
@@ -280,8 +281,21 @@ def run_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval/
             sims = _similarities_at(site, corpus, spec)
             (run_dir / "similarity.json").write_text(json.dumps(sims), encoding="utf-8")
         ran, failed = site.run_points(todo, spec, corpus, run_dir, notebook, n_workers,
-                                      progress, log, on_point)
+                                      progress, log,
+                                      _keeping_summary(run_dir, points, spec, started, on_point))
     return _finish(run_dir, points, spec, started, t0, ran, skipped, failed, site, n_workers)
+
+
+def _keeping_summary(run_dir: Path, points: Sequence[Point], spec: SweepSpec, started: str,
+                     on_point: Callable[[str], None] | None) -> Callable[[str], None]:
+    """``on_point`` that first rewrites ``summary.json`` over the points finished so far: a
+    sweep still running, or stopped, can be reported on (its header says how many points
+    finished, and the gate fails until all have)."""
+    def finished(point_id: str) -> None:
+        aggregate(run_dir, points, spec, started_utc=started).write(run_dir)
+        if on_point is not None:
+            on_point(point_id)
+    return finished
 
 
 def _finish(run_dir: Path, points: list[Point], spec: SweepSpec, started: str, t0: float,
