@@ -131,6 +131,34 @@ def test_a_resumed_sweep_may_reorder_its_points_but_not_change_them():
         assert _identity(yaml.safe_dump(spec)) != _identity(yaml.safe_dump(spec | changed))
 
 
+def test_a_resumed_sweep_may_add_points_but_not_change_or_drop_one(tmp_path):
+    """A folder's finished points stay valid when the spec only grows; anything else is
+    another sweep."""
+    from skillsynth.errors import ConfigError
+    from skillsynth.evaluation.sweeps.run import _check_resume
+    from skillsynth.evaluation.sweeps.spec import SweepSpec
+
+    def spec(**over):
+        raw = {"name": "s", "corpus": {"db": "x.db"}, "description": "first",
+               "grid": {"strategy": ["none"], "similarity_tau": [0.8]},
+               "points": [{"strategy": "oracle"}]} | over
+        path = tmp_path / "s.yaml"
+        path.write_text(yaml.safe_dump(raw))
+        return SweepSpec.load(path)
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "spec.yaml").write_text(_check_resume(spec(), run))
+    grown = spec(description="reworded", points=[{"strategy": "oracle"}, {"strategy": "inert"}],
+                 grid={"strategy": ["none"], "similarity_tau": [0.8, 0.9]})
+    assert "inert" in _check_resume(grown, run)
+    for other in (spec(points=[{"strategy": "inert"}]),                   # drops oracle
+                  spec(grid={"strategy": ["none"], "similarity_tau": [0.9]}),  # drops 0.8
+                  spec(k=2)):                                           # changes every point
+        with pytest.raises(ConfigError, match="may add points or grid values"):
+            _check_resume(other, run)
+
+
 def test_each_option_declares_its_stage_and_derived_tables_follow_it():
     from skillsynth.config import Thresholds
     from skillsynth.evaluation.point.options import ROLES

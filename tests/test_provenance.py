@@ -182,3 +182,21 @@ def test_oracle_dataflow_traces_a_successful_history_run_where_the_task_has_one(
     assert "4. Call return_delivered_order_items with order_id = the order_id in step 3's" \
         in proc.markdown_body
     assert gold.dataflow_counts()["from_history"] == 1
+
+
+def test_oracle_run_recalls_the_history_run_with_its_values_reads_first():
+    """tau2's gold often lists only the write, so oracle-args puts it first; oracle-run is the
+    same task's successful run as recorded: the same values at the run's own depth."""
+    write_only = {"p": SessionLabel("p", "tau2", "5", 4, actions=GOLD[3:])}
+    history = [(g["name"], g["arguments"]) for g in GOLD]
+    gold = GoldSource(write_only, {"p": "5"}, None, runs={"5": history})  # nothing executed
+    steps = [x for x in gold.recall("oracle-run", "p").markdown_body.splitlines()
+             if x[:1].isdigit()]
+    assert [x.split()[2].rstrip(":") for x in steps] == [g["name"] for g in GOLD]
+    assert '"zip": "28236"' in steps[0] and '"item_ids": ["8538875209"]' in steps[3]
+    args = [x for x in gold.recall("oracle-args", "p").markdown_body.splitlines()
+            if x[:1].isdigit()]
+    assert len(args) == 1 and args[0].startswith("1. Call return_delivered_order_items")
+    no_run = GoldSource(write_only, {"p": "5"}, None)
+    with pytest.raises(ArmSkipped, match="no successful history run of its task"):
+        no_run.recall("oracle-run", "p")

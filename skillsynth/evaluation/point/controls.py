@@ -11,6 +11,10 @@ oracle         the ideal procedure synthesis could produce: the probe task's gol
                tool names in order, each with a one-line description (the world's own where
                it has one, else a line made from the name), no argument values
 oracle-args    the same, each step with the gold argument values (tau2's LLMGTAgent bound)
+oracle-run     the probe task's successful history run as recorded, each call with its
+               values: the reads, then the writes (tau2's gold often lists only the writes,
+               so oracle-args puts the write first); the same values as oracle-args at the
+               run's own depth. A probe whose task has no successful history run is skipped
 oracle-        a successful history run of the task (else its gold calls), each argument with
 dataflow       its *source* instead of its value: the field of an earlier step's result,
                "from the customer", or a non-user constant (an enum, a boolean), found by
@@ -80,6 +84,7 @@ from .traced import plan_shape, summed, trace_plan, trace_run
 __all__ = [
     "CONTROLS",
     "ORACLES",
+    "FROM_RUN",
     "ORACLE_PREFIX",
     "POSITIVE",
     "TRACED",
@@ -98,15 +103,18 @@ __all__ = [
     "tool_descriptions",
 ]
 
-CONTROLS: tuple[ControlKind, ...] = ("oracle", "oracle-args", "oracle-dataflow", "oracle-plan",
-                                     "mismatched", "mismatched-plan", "inert")
+CONTROLS: tuple[ControlKind, ...] = ("oracle", "oracle-args", "oracle-run", "oracle-dataflow",
+                                     "oracle-plan", "mismatched", "mismatched-plan", "inert")
 #: The positive controls (the ones a sensitivity KPI is read from).
 POSITIVE: tuple[ControlKind, ...] = ("oracle", "oracle-args")
 #: The arms that write each probe's own gold procedure (they need its gold actions).
-ORACLES: tuple[ControlKind, ...] = ("oracle", "oracle-args", "oracle-dataflow", "oracle-plan")
+ORACLES: tuple[ControlKind, ...] = ("oracle", "oracle-args", "oracle-run", "oracle-dataflow",
+                                    "oracle-plan")
 #: The arms that execute a run of a task in its world (its results, its sources): the
 #: probe's own, or (mismatched-plan) the drawn family's.
 TRACED: tuple[ControlKind, ...] = ("oracle-dataflow", "oracle-plan", "mismatched-plan")
+#: The arms that read a successful history run of the task (the traced ones, and oracle-run).
+FROM_RUN: tuple[ControlKind, ...] = (*TRACED, "oracle-run")
 #: The negative controls: another family's procedure.
 MISMATCHED: tuple[ControlKind, ...] = ("mismatched", "mismatched-plan")
 #: The id prefix of a recalled control procedure (no store id has it).
@@ -353,6 +361,12 @@ class GoldSource:
         acts = self.actions(source)
         if not acts:
             return self.skip(probe, "no gold actions")
+        if control == "oracle-run":
+            label = self.labels.get(source)
+            run = self.runs.get(str(label.task_id)) if label is not None else None
+            if not run:
+                return self.skip(probe, "no successful history run of its task (oracle-run)")
+            acts = gold_actions(run)
         sources: list[dict[str, tuple[ArgSource, ...]]] | None = None
         plan: Plan | ArmSkipped | None = None
         if control in TRACED:
@@ -373,7 +387,8 @@ class GoldSource:
                 plan = self._plan(probe, calls, customer, origin)
                 if isinstance(plan, ArmSkipped):
                     return plan
-        skill = oracle_skill(acts, self.descriptions, with_args=control == "oracle-args",
+        skill = oracle_skill(acts, self.descriptions,
+                             with_args=control in ("oracle-args", "oracle-run"),
                              sources=sources)
         if isinstance(plan, Plan):
             skill = with_plan(skill, plan)

@@ -1,5 +1,6 @@
 """A point's gold source: its labels and families, the world it acts in, and (for the
-oracle-dataflow and oracle-plan arms) a successful history run per task to trace argument sources through."""
+oracle-run, oracle-dataflow and oracle-plan arms) a successful history run per task, recalled
+as it ran or traced for its argument sources."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 from ...corpora.labels import SessionLabel
 from ...errors import EvaluationError
-from .controls import CONTROLS, TRACED, GoldSource, call_arguments, tool_descriptions
+from .controls import CONTROLS, FROM_RUN, TRACED, GoldSource, call_arguments, tool_descriptions
 from .options import PointOptions
 from .split import Split
 
@@ -61,7 +62,7 @@ def gold_source(cfg: PointOptions, labels: Mapping[str, SessionLabel], split: Sp
         world = get_world(f"tau2:{next(iter(domains - {None}))}")
     descriptions = tool_descriptions(world.tool_specs()) if world is not None else {}
     runs = successful_runs(corpus, split.history, labels) \
-        if cfg.strategy in TRACED and corpus is not None else {}
+        if cfg.strategy in FROM_RUN and corpus is not None else {}
     return GoldSource(labels=labels, families=dict(split.families),
                       world=world,  # type: ignore[arg-type]
                       descriptions=descriptions, seed=cfg.seed,

@@ -72,7 +72,7 @@ class PointOptions:
 
     strategy: str = _opt("skillsynth", "the procedural-memory design under test (skillsynth, "
                          "gaia-greedy, gaia-shipped, cortexprism, pheron, none) or a control "
-                         "arm (oracle, oracle-args, oracle-dataflow, oracle-plan, "
+                         "arm (oracle, oracle-args, oracle-run, oracle-dataflow, oracle-plan, "
                          "mismatched, mismatched-plan, inert; "
                          "METHODS.md 2b)",
                          choices=tuple(STRATEGIES), sweep=True, role="synthesis")

@@ -30,7 +30,7 @@ __all__ = ["ARM_ORDER", "args_gain_over_mismatched", "controls_table", "decoding
 #: The side-by-side order: the lower bounds, the designs, the upper bounds, the inert check.
 ARM_ORDER = ("none", "mismatched", "mismatched-plan", "skillsynth", "gaia-greedy",
              "gaia-shipped", "cortexprism", "pheron", "oracle", "oracle-dataflow", "oracle-plan",
-             "oracle-args", "inert")
+             "oracle-run", "oracle-args", "inert")
 #: What the table shows per point (where the point has it).
 _SHOWN = ("live_success_change", "live_step_reduction", "live_decision_reduction",
           "live_gold_actions_matched_change", "live_gold_writes_matched_change",

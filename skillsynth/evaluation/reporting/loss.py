@@ -263,7 +263,7 @@ def procedure_forms(run: Run) -> dict[str, str]:
 
 
 #: The control rungs whose recalled prose a loss table reads beside the designs'.
-PROSE_RUNGS = ("oracle", "oracle-dataflow")
+PROSE_RUNGS = ("oracle", "oracle-dataflow", "oracle-run")
 
 
 def loss_tables(run: Run) -> dict[str, LossTable]:

@@ -76,8 +76,8 @@ from .gaia_shipped import (
 from .keyword import KeywordIndex
 
 #: The control arms (METHODS.md 2b; built in :mod:`skillsynth.evaluation.point.controls`).
-ControlKind = Literal["oracle", "oracle-args", "oracle-dataflow", "oracle-plan", "mismatched",
-                      "mismatched-plan", "inert"]
+ControlKind = Literal["oracle", "oracle-args", "oracle-run", "oracle-dataflow", "oracle-plan",
+                      "mismatched", "mismatched-plan", "inert"]
 
 
 class ControlSource(Protocol):
@@ -101,8 +101,8 @@ __all__ = [
 ]
 
 StrategyName = Literal["skillsynth", "gaia-greedy", "gaia-shipped", "cortexprism", "pheron",
-                       "none", "oracle", "oracle-args", "oracle-dataflow", "oracle-plan",
-                       "mismatched", "mismatched-plan", "inert"]
+                       "none", "oracle", "oracle-args", "oracle-run", "oracle-dataflow",
+                       "oracle-plan", "mismatched", "mismatched-plan", "inert"]
 #: CortexPrism merges a new extraction into an existing skill at this cosine (seed 002).
 CORTEXPRISM_DEDUP_TAU = 0.78
 #: Pheron adds the top 3 keyword matches to the system prompt (seed 003).
@@ -284,9 +284,9 @@ class GaiaShipped(Strategy):
 
 @dataclass(frozen=True)
 class ControlStrategy(Strategy):
-    """A control arm: ``oracle``, ``oracle-args``, ``oracle-dataflow``, ``oracle-plan``,
-    ``mismatched``, ``mismatched-plan`` (no synthesis) or ``inert`` (skillsynth's synthesis,
-    recall forced empty)."""
+    """A control arm: ``oracle``, ``oracle-args``, ``oracle-run``, ``oracle-dataflow``,
+    ``oracle-plan``, ``mismatched``, ``mismatched-plan`` (no synthesis) or ``inert``
+    (skillsynth's synthesis, recall forced empty)."""
 
     @property
     def control(self) -> ControlKind:
@@ -337,6 +337,7 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
     Strategy(name="none", method=None, synth_overrides={}, recall_kind="none"),
     ControlStrategy(name="oracle", method=None, synth_overrides={}, recall_kind="control"),
     ControlStrategy(name="oracle-args", method=None, synth_overrides={}, recall_kind="control"),
+    ControlStrategy(name="oracle-run", method=None, synth_overrides={}, recall_kind="control"),
     ControlStrategy(name="oracle-dataflow", method=None, synth_overrides={},
                     recall_kind="control"),
     ControlStrategy(name="oracle-plan", method=None, synth_overrides={},

@@ -325,14 +325,28 @@ def _finish(run_dir: Path, points: list[Point], spec: SweepSpec, started: str, t
 
 
 def _check_resume(spec: SweepSpec, run_dir: Path) -> str:
-    """The spec as ``spec.yaml`` holds it; refuses a run folder of another spec."""
+    """The spec as ``spec.yaml`` will hold it; refuses a run folder of another spec (one that
+    only adds points or grid values to the folder's, or rewords its description, resumes)."""
     spec_file = run_dir / "spec.yaml"
     spec_text = yaml.safe_dump(spec.as_dict(), sort_keys=True)
-    if spec_file.exists() and (_identity(spec_file.read_text(encoding="utf-8"))
-                               != _identity(spec_text)):
-        raise ConfigError(f"{run_dir} holds a run of a different spec; give this sweep another "
-                          "name or remove the folder", source=str(spec_file))
+    if spec_file.exists() and not _extends(_identity(spec_file.read_text(encoding="utf-8")),
+                                           _identity(spec_text)):
+        raise ConfigError(f"{run_dir} holds a run of a different spec (a resumed sweep may add "
+                          "points or grid values, not change or drop them); give this sweep "
+                          "another name or remove the folder", source=str(spec_file))
     return spec_text
+
+
+def _extends(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Whether the identity ``new`` is ``old`` with points or grid values added: every
+    finished point of the old spec is a point of the new one, with the same settings."""
+    def rest(d: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in d.items() if k not in ("points", "grid")}
+
+    old_grid, new_grid = old.get("grid") or {}, new.get("grid") or {}
+    return (rest(old) == rest(new) and set(old.get("points") or ()) <= set(new.get("points") or ())
+            and old_grid.keys() == new_grid.keys()
+            and all(set(v) <= set(new_grid[k]) for k, v in old_grid.items()))
 
 
 @dataclass
@@ -469,13 +483,14 @@ def _identity(spec_yaml: str) -> dict[str, Any]:
     """What makes two specs the same sweep: everything but how the points are executed.
 
     An option at its default counts as absent, so a run folder written before an option
-    existed (or before the spec file listed it) still resumes under the same spec. The order
-    of ``points`` and of each grid axis is the order they run in, not what they are: a
-    resumed sweep may put the points it needs first.
+    existed (or before the spec file listed it) still resumes under the same spec; the
+    description is prose. The order of ``points`` and of each grid axis is the order they
+    run in, not what they are: a resumed sweep may put the points it needs first.
     """
     defaults = PointOptions().to_json()
     same = {k: v for k, v in yaml.safe_load(spec_yaml).items()
-            if k not in RUN_ONLY_KEYS and not (k in defaults and v == defaults[k])}
+            if k not in (*RUN_ONLY_KEYS, "description")
+            and not (k in defaults and v == defaults[k])}
     if "points" in same:
         same["points"] = _unordered(same["points"])
     if "grid" in same:
@@ -483,11 +498,10 @@ def _identity(spec_yaml: str) -> dict[str, Any]:
     return same
 
 
-def _unordered(values: Any) -> Any:
-    """A list as a sorted list of its JSON texts (a set that keeps duplicates)."""
-    if not isinstance(values, list):
-        return values
-    return sorted(json.dumps(v, sort_keys=True) for v in values)
+def _unordered(values: Any) -> list[str]:
+    """A list as the sorted JSON texts of its items (a set that keeps duplicates)."""
+    return sorted(json.dumps(v, sort_keys=True)
+                  for v in (values if isinstance(values, list) else [values]))
 
 
 def aggregate(run_dir: Path, points: Sequence[Point], spec: SweepSpec, *,
