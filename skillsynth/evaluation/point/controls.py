@@ -83,8 +83,8 @@ from .traced import plan_shape, summed, trace_plan, trace_run
 
 __all__ = [
     "CONTROLS",
-    "ORACLES",
     "FROM_RUN",
+    "ORACLES",
     "ORACLE_PREFIX",
     "POSITIVE",
     "TRACED",
