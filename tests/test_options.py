@@ -109,7 +109,7 @@ def test_a_spec_takes_every_option_as_a_top_level_key(tmp_path):
 
 
 def test_an_old_run_folders_spec_still_matches_when_options_are_added():
-    from skillsynth.evaluation.sweeps.run import _identity
+    from skillsynth.evaluation.sweeps.resume import identity as _identity
 
     old = {"name": "s", "k": 3, "grid": {"strategy": ["none"]}}  # written before 'strategy'
     new = old | {"strategy": "skillsynth", "cadence": 20}         # both at their defaults
@@ -118,7 +118,7 @@ def test_an_old_run_folders_spec_still_matches_when_options_are_added():
 
 
 def test_a_resumed_sweep_may_reorder_its_points_but_not_change_them():
-    from skillsynth.evaluation.sweeps.run import _identity
+    from skillsynth.evaluation.sweeps.resume import identity as _identity
 
     spec = {"name": "s", "grid": {"strategy": ["none", "oracle"], "similarity_tau": [0.8, 0.9]},
             "points": [{"strategy": "oracle"}, {"strategy": "skillsynth", "k": 2}]}
@@ -135,7 +135,7 @@ def test_a_resumed_sweep_may_add_points_but_not_change_or_drop_one(tmp_path):
     """A folder's finished points stay valid when the spec only grows; anything else is
     another sweep."""
     from skillsynth.errors import ConfigError
-    from skillsynth.evaluation.sweeps.run import _check_resume
+    from skillsynth.evaluation.sweeps.resume import check_resume as _check_resume
     from skillsynth.evaluation.sweeps.spec import SweepSpec
 
     def spec(**over):

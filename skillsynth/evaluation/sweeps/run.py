@@ -34,18 +34,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from ...errors import ConfigError, EvaluationError
+from ...errors import EvaluationError
 from ...models.backend import BackendSpec, open_clients
-from ..point.options import PointOptions
 from ..point.record import RunRecord, utc_now
 from ..point.summary import SUMMARY, PointSummary
 from .notebooks import find_notebook
 from .results_url import is_url
+from .resume import check_resume
 from .shipping import MergeCounts, Shipper
 from .similarity import similarities_with
-from .spec import GRID_KEYS, RUN_ONLY_KEYS, Point, SweepSpec, expand_points
+from .spec import GRID_KEYS, Point, SweepSpec, expand_points
 from .summary import PointEntry, SweepSummary
 from .transport import ThreadPool, run_points
 
@@ -259,7 +257,7 @@ def run_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval/
     t0 = time.perf_counter()
     started = utc_now()
     run_dir = (Path(results_root) / spec.name).resolve()
-    spec_text = _check_resume(spec, run_dir)
+    spec_text = check_resume(spec, run_dir)
     notebook = find_notebook("sweep_point.ipynb")
     points = expand_points(spec)
     todo = [p for p in points if not (run_dir / "points" / p.id / SUMMARY).exists()]
@@ -324,29 +322,8 @@ def _finish(run_dir: Path, points: list[Point], spec: SweepSpec, started: str, t
                        answers_returned=merged)
 
 
-def _check_resume(spec: SweepSpec, run_dir: Path) -> str:
-    """The spec as ``spec.yaml`` will hold it; refuses a run folder of another spec (one that
-    only adds points or grid values to the folder's, or rewords its description, resumes)."""
-    spec_file = run_dir / "spec.yaml"
-    spec_text = yaml.safe_dump(spec.as_dict(), sort_keys=True)
-    if spec_file.exists() and not _extends(_identity(spec_file.read_text(encoding="utf-8")),
-                                           _identity(spec_text)):
-        raise ConfigError(f"{run_dir} holds a run of a different spec (a resumed sweep may add "
-                          "points or grid values, not change or drop them); give this sweep "
-                          "another name or remove the folder", source=str(spec_file))
-    return spec_text
 
 
-def _extends(old: dict[str, Any], new: dict[str, Any]) -> bool:
-    """Whether the identity ``new`` is ``old`` with points or grid values added: every
-    finished point of the old spec is a point of the new one, with the same settings."""
-    def rest(d: dict[str, Any]) -> dict[str, Any]:
-        return {k: v for k, v in d.items() if k not in ("points", "grid")}
-
-    old_grid, new_grid = old.get("grid") or {}, new.get("grid") or {}
-    return (rest(old) == rest(new) and set(old.get("points") or ()) <= set(new.get("points") or ())
-            and old_grid.keys() == new_grid.keys()
-            and all(set(v) <= set(new_grid[k]) for k, v in old_grid.items()))
 
 
 @dataclass
@@ -479,29 +456,8 @@ def _run_sweep_at_url(spec: SweepSpec, url: str, mirror: str | Path | None,
     return dataclasses.replace(rep, results_url=res.url)
 
 
-def _identity(spec_yaml: str) -> dict[str, Any]:
-    """What makes two specs the same sweep: everything but how the points are executed.
-
-    An option at its default counts as absent, so a run folder written before an option
-    existed (or before the spec file listed it) still resumes under the same spec; the
-    description is prose. The order of ``points`` and of each grid axis is the order they
-    run in, not what they are: a resumed sweep may put the points it needs first.
-    """
-    defaults = PointOptions().to_json()
-    same = {k: v for k, v in yaml.safe_load(spec_yaml).items()
-            if k not in (*RUN_ONLY_KEYS, "description")
-            and not (k in defaults and v == defaults[k])}
-    if "points" in same:
-        same["points"] = _unordered(same["points"])
-    if "grid" in same:
-        same["grid"] = {k: _unordered(v) for k, v in same["grid"].items()}
-    return same
 
 
-def _unordered(values: Any) -> list[str]:
-    """A list as the sorted JSON texts of its items (a set that keeps duplicates)."""
-    return sorted(json.dumps(v, sort_keys=True)
-                  for v in (values if isinstance(values, list) else [values]))
 
 
 def aggregate(run_dir: Path, points: Sequence[Point], spec: SweepSpec, *,

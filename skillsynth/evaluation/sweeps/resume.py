@@ -1,0 +1,72 @@
+"""When a run folder may be resumed by a spec: the same sweep, or the same grown.
+
+A sweep's identity is everything in its spec but how its points are executed (``workers``,
+``point_timeout_s``), its prose (``description``), options at their defaults, and the order
+of its points and grid values. A resumed spec may add points or grid values (each finished
+point is still a point of the grown spec, with the same settings); a spec that changes or
+drops anything else is another sweep.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ...errors import ConfigError
+from ..point.options import PointOptions
+from .spec import RUN_ONLY_KEYS, SweepSpec
+
+__all__ = ["check_resume", "extends", "identity"]
+
+
+def check_resume(spec: SweepSpec, run_dir: Path) -> str:
+    """The spec as ``spec.yaml`` will hold it; refuses a run folder of another spec (one that
+    only adds points or grid values to the folder's, or rewords its description, resumes)."""
+    spec_file = run_dir / "spec.yaml"
+    spec_text = yaml.safe_dump(spec.as_dict(), sort_keys=True)
+    if spec_file.exists() and not extends(identity(spec_file.read_text(encoding="utf-8")),
+                                           identity(spec_text)):
+        raise ConfigError(f"{run_dir} holds a run of a different spec (a resumed sweep may add "
+                          "points or grid values, not change or drop them); give this sweep "
+                          "another name or remove the folder", source=str(spec_file))
+    return spec_text
+
+
+def extends(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Whether the identity ``new`` is ``old`` with points or grid values added: every
+    finished point of the old spec is a point of the new one, with the same settings."""
+    def rest(d: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in d.items() if k not in ("points", "grid")}
+
+    old_grid, new_grid = old.get("grid") or {}, new.get("grid") or {}
+    return (rest(old) == rest(new) and set(old.get("points") or ()) <= set(new.get("points") or ())
+            and old_grid.keys() == new_grid.keys()
+            and all(set(v) <= set(new_grid[k]) for k, v in old_grid.items()))
+
+
+def identity(spec_yaml: str) -> dict[str, Any]:
+    """What makes two specs the same sweep: everything but how the points are executed.
+
+    An option at its default counts as absent, so a run folder written before an option
+    existed (or before the spec file listed it) still resumes under the same spec; the
+    description is prose. The order of ``points`` and of each grid axis is the order they
+    run in, not what they are: a resumed sweep may put the points it needs first.
+    """
+    defaults = PointOptions().to_json()
+    same = {k: v for k, v in yaml.safe_load(spec_yaml).items()
+            if k not in (*RUN_ONLY_KEYS, "description")
+            and not (k in defaults and v == defaults[k])}
+    if "points" in same:
+        same["points"] = _unordered(same["points"])
+    if "grid" in same:
+        same["grid"] = {k: _unordered(v) for k, v in same["grid"].items()}
+    return same
+
+
+def _unordered(values: Any) -> list[str]:
+    """A list as the sorted JSON texts of its items (a set that keeps duplicates)."""
+    return sorted(json.dumps(v, sort_keys=True)
+                  for v in (values if isinstance(values, list) else [values]))
