@@ -22,10 +22,11 @@ right when it holds the gold value itself (every scalar; one of one or two chara
 as a state's code, as a whole token, so that "NC" is not found in "once"); never when it
 says the value is not found, varies or is to be decided; else when, for every scalar value,
 one of the places it is found is stated: a step by ``step N`` where the text's line N names
-that step's tool, or by the tool's name; the customer by the word customer or user. Where the stored run holds a value nowhere and cut no earlier result (a
-constant, a value the run guessed), a statement that names a step or the customer is taken
-as right, unconfirmed. A rule on words: it can miss a source an LLM states
-in another sentence (it errs towards "not stated").
+that step's tool, or by the tool's name; the customer by the word customer or user. Where
+the stored run holds a value nowhere and cut no earlier result (a constant, a value the run
+guessed), a statement that names a step or the customer is taken as right, unconfirmed. A
+rule on words: it can miss a source an LLM states in another sentence (it errs towards "not
+stated").
 """
 
 from __future__ import annotations
