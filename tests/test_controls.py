@@ -6,7 +6,7 @@ import json
 import sqlite3
 
 import pytest
-from corpus_kinds import gold_corpus, tiny_corpus
+from corpus_kinds import GOLD_TASKS, gold_corpus, tiny_corpus
 from fakes import FakeDistiller, FakeFamilyEmbedder, FakeProcedureFollower
 
 from skillsynth.config import Thresholds
@@ -431,3 +431,30 @@ def test_a_requested_task_without_a_probe_is_refused_by_name(tmp_path):
                      history="live", step_limit=8, policy=False, tasks=("9", "12"))
     with pytest.raises(EvaluationError, match=r"tasks 12 have no probe.*probes' task ids: 9$"):
         run_point(cfg, FakeProcedureFollower(), FakeFamilyEmbedder(), tmp_path / "pt")
+
+
+def test_oracle_run_recalls_the_tasks_successful_history_run_and_needs_one(tmp_path):
+    """The point reads the history's successful runs for oracle-run (as for the traced arms):
+    each probe recalls its task's run with its values, the failed calls left out."""
+    from skillsynth.corpora import labels_path_for
+
+    db = gold_corpus(tmp_path)
+    with sqlite3.connect(db) as conn:  # the invoice task's first run failed a call first
+        conn.execute("INSERT INTO tool_history (session_id, tool_name, args, result_summary, "
+                     "success, error, timestamp) SELECT session_id, tool_name, args, "
+                     "result_summary, 0, 'timeout', timestamp FROM tool_history "
+                     "WHERE session_id = 'invoice-1' LIMIT 1")
+    res = run_point(_cfg(db, "oracle-run"), FakeDistiller(), FakeFamilyEmbedder(),
+                    tmp_path / "r")
+    mem = [r for r in res.rows if r.arm == "memory"]
+    assert sorted(r.family for r in mem) == ["invoice", "jira", "mail"]
+    assert all(list(r.recalled_ids) == [f"oracle:oracle-run:{r.probe_session}"] for r in mem)
+    body = next((tmp_path / "r" / "skills" / "controls" / "oracle-run").glob(
+        "invoice*/*/SKILL.md")).read_text()
+    assert body.count("Call ") == len(GOLD_TASKS["invoice"][1])  # the failed call left out
+    assert all(json.dumps(a, ensure_ascii=False) in body for _, a in GOLD_TASKS["invoice"][1])
+    with sqlite3.connect(labels_path_for(db)) as conn:
+        conn.execute("UPDATE session_labels SET success = 0 WHERE attempt < 4")
+    with pytest.raises(EvaluationError, match="oracle-run recalls a successful history run"):
+        run_point(_cfg(db, "oracle-run"), FakeDistiller(), FakeFamilyEmbedder(),
+                  tmp_path / "none")

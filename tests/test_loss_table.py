@@ -14,7 +14,7 @@ from skillsynth.errors import EvaluationError
 from skillsynth.evaluation.point.controls import gold_actions
 from skillsynth.evaluation.reporting.loaded import Run
 from skillsynth.evaluation.reporting.loss import gold_in_text, loss_table, loss_tables
-from skillsynth.evaluation.reporting.stated import gold_flows, sources_in_text
+from skillsynth.evaluation.reporting.stated import gold_flows, sources_in_text, write_step
 from skillsynth.pipeline.skill import Skill
 from skillsynth.store import MemoryStore, Procedure, ToolCall
 
@@ -108,6 +108,22 @@ def test_a_short_value_states_its_argument_only_as_a_whole_token():
     inside = ('1. Call modify_pending_order_address with order_id "#W5270061"; '
               'state set once; count 10')
     assert sources_in_text(inside, gold, flows) == (1, 3)
+    # in its own case only ("IN" is not the word "in"), and never when it says "decide"
+    lower = valued.replace('"NC"', '"nc"')
+    assert sources_in_text(lower, gold, flows) == (2, 3)
+    undecided = valued.replace('"NC"', '"NC" or decide from the conversation')
+    assert sources_in_text(undecided, gold, flows) == (2, 3)
+
+
+def test_write_step_is_the_first_numbered_line_naming_the_write_anywhere_in_it():
+    gold = gold_actions(GOLD)  # the write: cancel_pending_order
+    assert write_step(RIGHT, gold) == 3
+    late = "1. Call get_order_details.\n2. Using its status, call cancel_pending_order.\n"
+    assert write_step(late, gold) == 2  # named after another tool on its line
+    joined = RIGHT + "\n" + "1. Call cancel_pending_order with the order id."
+    assert write_step(joined, gold) == 1  # a second recalled procedure numbers from 1
+    assert write_step("Call cancel_pending_order.", gold) is None  # on no numbered line
+    assert write_step(RIGHT, gold_actions(GOLD[:1])) is None  # no gold write
 
 
 def test_gold_in_text_counts_tools_in_order_and_argument_names():

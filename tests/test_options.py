@@ -120,14 +120,19 @@ def test_an_old_run_folders_spec_still_matches_when_options_are_added():
 def test_a_resumed_sweep_may_reorder_its_points_but_not_change_them():
     from skillsynth.evaluation.sweeps.resume import identity as _identity
 
-    spec = {"name": "s", "grid": {"strategy": ["none", "oracle"], "similarity_tau": [0.8, 0.9]},
+    spec = {"name": "s", "grid": {"strategy": ["none", "oracle", "inert"],
+                                  "similarity_tau": [0.8, 0.9, 0.7]},
             "points": [{"strategy": "oracle"}, {"strategy": "skillsynth", "k": 2}]}
-    reordered = spec | {"grid": {"similarity_tau": [0.9, 0.8], "strategy": ["oracle", "none"]},
+    reordered = spec | {"grid": {"similarity_tau": [0.8, 0.7, 0.9],
+                                 "strategy": ["none", "inert", "oracle"]},
                         "points": [{"k": 2, "strategy": "skillsynth"}, {"strategy": "oracle"}]}
     assert _identity(yaml.safe_dump(spec)) == _identity(yaml.safe_dump(reordered))
     for changed in ({"points": [{"strategy": "oracle"}, {"strategy": "skillsynth", "k": 3}]},
                     {"points": [{"strategy": "oracle"}]},
-                    {"grid": {"strategy": ["none", "oracle"], "similarity_tau": [0.8]}}):
+                    {"grid": {"strategy": ["none", "oracle", "inert"], "similarity_tau": [0.8]}},
+                    # an explicit point takes each axis's first value: a new first moves them
+                    {"grid": {"strategy": ["none", "oracle", "inert"],
+                              "similarity_tau": [0.9, 0.8, 0.7]}}):
         assert _identity(yaml.safe_dump(spec)) != _identity(yaml.safe_dump(spec | changed))
 
 
@@ -154,6 +159,8 @@ def test_a_resumed_sweep_may_add_points_but_not_change_or_drop_one(tmp_path):
     assert "inert" in _check_resume(grown, run)
     for other in (spec(points=[{"strategy": "inert"}]),                   # drops oracle
                   spec(grid={"strategy": ["none"], "similarity_tau": [0.9]}),  # drops 0.8
+                  # 0.9 first: the explicit oracle point would run at 0.9, another point
+                  spec(grid={"strategy": ["none"], "similarity_tau": [0.9, 0.8]}),
                   spec(k=2)):                                           # changes every point
         with pytest.raises(ConfigError, match="may add points or grid values"):
             _check_resume(other, run)

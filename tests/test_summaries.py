@@ -185,7 +185,9 @@ def test_a_sweep_keeps_its_summary_as_points_finish_and_the_gate_fails_until_all
     assert [e.id for e in summary.points] == [points[0].id]
     assert "1 of 2 point(s) finished" in describe_run(load_run(run_dir))
     (unfinished,) = [c for c in gate(run_dir) if c.check == "points finished"]
-    assert not unfinished.ok and "1 not run yet" in unfinished.required
+    assert not unfinished.ok and "1 not finished" in unfinished.required
+    with pytest.raises(EvaluationError, match="1 of 2 point.*finished; resume the sweep"):
+        for_issue(run_dir, "tau")  # no upstream block from part of a sweep
     later.with_suffix(".later").rename(later)
     _keeping_summary(run_dir, points, spec, "2026-01-01T00:00:00Z", None)(points[1].id)
     assert SweepSummary.load(run_dir).finished == 2

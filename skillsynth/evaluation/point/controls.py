@@ -475,8 +475,9 @@ def check_gold(control: str | None, gold: GoldSource, split: Split) -> None:
     """Raise before any work when a control arm could not run on a single probe.
 
     Raises:
-        EvaluationError: an oracle arm where no probe has gold actions, or a mismatched arm
-            with fewer than two families that have them (the message says what to use).
+        EvaluationError: an oracle arm where no probe has gold actions (oracle-run: no
+            successful history run of any probe's task), or a mismatched arm with fewer than
+            two families that have them (the message says what to use).
     """
     if control in ORACLES:
         if not any(gold.actions(p.session_id) for p in split.probes):
@@ -485,6 +486,13 @@ def check_gold(control: str | None, gold: GoldSource, split: Split) -> None:
                 f"actions, and none of the {len(split.probes)} probes has any (labels' "
                 "actions, or the live world's task); use a tau2 or tau-bench corpus, or a "
                 "history generated in a tau2 world")
+        if control == "oracle-run" and not any(
+                (lab := gold.labels.get(p.session_id)) is not None
+                and str(lab.task_id) in gold.runs for p in split.probes):
+            raise EvaluationError(
+                f"strategy oracle-run recalls a successful history run of each probe's task, "
+                f"and the history holds none for any of the {len(split.probes)} probes' tasks "
+                "(labels with success and a task id)")
     elif control in MISMATCHED and len(gold.representatives()) < 2:
         raise EvaluationError(
             f"strategy {control} recalls another family's gold procedure, and fewer than two "

@@ -18,10 +18,12 @@ __all__ = ["gold_source", "successful_runs"]
 
 
 def successful_runs(corpus: str | Path, sessions: Iterable[str],
-                    labels: Mapping[str, SessionLabel]
+                    labels: Mapping[str, SessionLabel], *, calls_that_failed: bool = True
                     ) -> dict[str, list[tuple[str, dict[str, Any]]]]:
     """Task -> the calls of its first successful session among ``sessions`` (by attempt),
-    with arguments that are JSON objects (a session with any other is passed over)."""
+    with arguments that are JSON objects (a session with any other is passed over). The
+    traced arms take every call (executed again, a failing one is left out there);
+    oracle-run, which recalls the calls as they are, passes ``calls_that_failed=False``."""
     from ...store import MemoryStore
 
     ok = sorted((labels[s].attempt or 0, s) for s in sessions
@@ -32,7 +34,8 @@ def successful_runs(corpus: str | Path, sessions: Iterable[str],
             task = str(labels[s].task_id)
             if task in out:
                 continue
-            calls = [(c.tool_name, call_arguments(c.args)) for c in store.tool_calls(s)]
+            calls = [(c.tool_name, call_arguments(c.args)) for c in store.tool_calls(s)
+                     if calls_that_failed or c.success]
             if calls and all(a is not None for _, a in calls):
                 out[task] = [(n, a) for n, a in calls if a is not None]
     return out
@@ -43,9 +46,9 @@ def gold_source(cfg: PointOptions, labels: Mapping[str, SessionLabel], split: Sp
                 ) -> GoldSource:
     """The point's gold source: its labels, its families and, where the point acts in a
     named world, that world's tasks and tool descriptions. Recalled control skills are kept
-    under ``skills_dir`` (control points only). For the traced arms (oracle-dataflow,
-    oracle-plan, mismatched-plan), ``corpus``'s successful history sessions per task
-    (:func:`successful_runs`)."""
+    under ``skills_dir`` (control points only). For the arms that read a run (oracle-run,
+    and the traced oracle-dataflow, oracle-plan, mismatched-plan), ``corpus``'s successful
+    history sessions per task (:func:`successful_runs`)."""
     from ..live.worlds import get_world
 
     world = None
@@ -61,7 +64,8 @@ def gold_source(cfg: PointOptions, labels: Mapping[str, SessionLabel], split: Sp
                 "live (world: tau2:...) otherwise")
         world = get_world(f"tau2:{next(iter(domains - {None}))}")
     descriptions = tool_descriptions(world.tool_specs()) if world is not None else {}
-    runs = successful_runs(corpus, split.history, labels) \
+    runs = successful_runs(corpus, split.history, labels,
+                           calls_that_failed=cfg.strategy != "oracle-run") \
         if cfg.strategy in FROM_RUN and corpus is not None else {}
     return GoldSource(labels=labels, families=dict(split.families),
                       world=world,  # type: ignore[arg-type]

@@ -121,8 +121,9 @@ def gate_checks(summary: SweepSummary, baseline: str | Path | None) -> list[Gate
     if unfinished > 0:  # a sweep still running or stopped: its summary covers what finished
         checks.append(GateCheck(point="(sweep)", check="points finished",
                                 value=float(summary.finished),
-                                required=f"all {summary.n_points} ({unfinished} not run yet: "
-                                         "resume the sweep)", ok=False))
+                                required=f"all {summary.n_points} ({unfinished} not "
+                                         "finished: the sweep is running or was stopped; "
+                                         "resume it)", ok=False))
     base = _load_baseline(baseline) if baseline else {"entries": []}
     for pt in summary.points:
         k = pt.kpis

@@ -62,7 +62,8 @@ def load_run(run_dir: str | Path) -> Run:
     """Read a sweep's results folder.
 
     Raises:
-        EvaluationError: the folder has no ``summary.json`` (the sweep never finished once).
+        EvaluationError: the folder has no ``summary.json`` (no point of the sweep has
+            finished yet; a running sweep rewrites it as each point finishes).
     """
     p = Path(run_dir)
     if not (p / "summary.json").exists():

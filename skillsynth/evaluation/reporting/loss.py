@@ -84,7 +84,8 @@ class LossTable:
     def stopped_before_write(self) -> tuple[int, int]:
         """(probes at ``agent`` none of whose runs made as many calls as the step at which
         their text puts the first gold write, probes at ``agent`` whose text numbers it)."""
-        at = self.probes[(self.probes["stage"] == "agent") & self.probes["write_step"].notna()]
+        at = self.probes[(self.probes["stage"] == "agent") & self.probes["write_step"].notna()
+                         & self.probes["runs_reaching_write"].notna()]
         return int((at["runs_reaching_write"] == 0).sum()), len(at)
 
 
@@ -163,10 +164,10 @@ def _live_calls(mem: pd.DataFrame, step: int | None) -> tuple[float | None, int 
     """The calls the agent made, averaged over the probe's live memory runs (replay rows
     count the recorded attempt's steps, not the agent's), and how many runs made ``step``."""
     live = mem[mem["steps_method"] == "live"] if "steps_method" in mem else mem
-    if "steps" not in live or not len(live):
+    steps = live["steps"].dropna() if "steps" in live else pd.Series(dtype=float)
+    if not len(steps):
         return None, None
-    return (float(live["steps"].mean()),
-            None if step is None else int((live["steps"] >= step).sum()))
+    return float(steps.mean()), None if step is None else int((steps >= step).sum())
 
 
 def _probe_row(probe: str, mem: pd.DataFrame, gold: Sequence[GoldAction], flows: Sequence[Flow],
@@ -227,6 +228,7 @@ def loss_table(run: Run, point: str, *, mismatched: str, upper: str) -> LossTabl
                                         "write_step", "calls_made", "runs_reaching_write",
                                         "design", "mismatched",
                                         "oracle_args", "lost", "stage"])
+    table = table.astype({"write_step": "Int64", "runs_reaching_write": "Int64"})
     upper_gain = float(sum(best[p] - wrong[p] for p in probes))
     stages = pd.DataFrame([{
         "stage": s, "probes": int((table["stage"] == s).sum()),
@@ -268,9 +270,9 @@ PROSE_RUNGS = ("oracle", "oracle-dataflow", "oracle-run")
 
 def loss_tables(run: Run) -> dict[str, LossTable]:
     """A loss table for every design point (a strategy that synthesizes) and every prose
-    rung of the ladder (:data:`PROSE_RUNGS`: the gold names, the gold run's sources) of a run
-    that also holds a mismatched and an oracle-args point (the first of each, by id); empty
-    otherwise. Points whose ``procedure_form`` offers plans as tools are left out: the
+    rung of the ladder (:data:`PROSE_RUNGS`: the gold names, the run's sources, the run with
+    its values) of a run that also holds a mismatched and an oracle-args point (the first of
+    each, by id); empty otherwise. Points whose ``procedure_form`` offers plans as tools are left out: the
     content test reads the stored prose, and a plan tool the agent was shown is induced at
     recall, not stored."""
     designs, wrong, upper = ladder_points(run)

@@ -70,7 +70,7 @@ def _ladder(run: Run) -> dict[str, Any]:
                                              "(n: probes at the stage; descriptive)"}
         stopped, numbered = t.stopped_before_write()
         out[f"{pid}: agent stopped before the write's step"] = {
-            "value": stopped, "n": numbered,
+            "value": stopped if numbered else None, "n": numbered,
             "unit": "probes put at agent none of whose runs made as many calls as the step at "
                     "which their text puts the first gold write (count)"}
         at_source = int((t.probes["stage"] == "source").sum())

@@ -388,7 +388,7 @@ def for_issue(run_dir: str | Path, issue: str) -> str:
 
     Raises:
         EvaluationError: an unknown issue (the message lists the known ones), or a folder
-            without a finished sweep.
+            without a finished sweep (a block for upstream is not written from part of one).
     """
     key = str(issue).lstrip("#")
     if key not in ISSUES:
@@ -398,6 +398,10 @@ def for_issue(run_dir: str | Path, issue: str) -> str:
     if not found.exists():
         raise EvaluationError(f"{run_dir} has no summary.json; run `skillsynth sweep` first")
     summary = SweepSummary.load(run_dir)
+    if summary.finished < summary.n_points:
+        raise EvaluationError(f"{run_dir}: {summary.finished} of {summary.n_points} point(s) "
+                              "finished; resume the sweep (`skillsynth sweep` again) before "
+                              "writing its figures for an upstream issue")
     points, q = summary.points, ISSUES[key]
     first = points[0] if points else PointEntry("")
     versions, corpus = first.versions, first.corpus

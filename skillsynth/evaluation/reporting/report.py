@@ -417,7 +417,7 @@ def baseline_table(run: Run, baseline: str | Path) -> pd.DataFrame:
     """
     rows = [c.__dict__ for c in gate_checks(run.summary, baseline)
             if not c.check.startswith(("validity_", "floor ", "point finished",
-                                       "synthesis pass"))]
+                                       "points finished", "synthesis pass"))]
     return pd.DataFrame(rows).set_index(["point", "check"]) if rows else pd.DataFrame()
 
 

@@ -18,9 +18,10 @@ with no matching call is not judged.
 finds them; a tool's *block* runs from its mention to the next numbered line (``3.``,
 ``Step 3:``) or the end. In the block, an argument's *statement* is the words after its name
 up to the next ``;``, line break or another of the action's argument names. The statement is
-right when it holds the gold value itself (every scalar; one of one or two characters, such
-as a state's code, as a whole token, so that "NC" is not found in "once"); never when it
-says the value is not found, varies or is to be decided; else when, for every scalar value,
+never when it says the value is not found, varies or is to be decided; else right when it
+holds the gold value itself (every scalar; one of one or two characters, such as a state's
+code, as a whole token in its own case, so that "NC" is not found in "once" nor "IN" in
+"in"); else when, for every scalar value,
 one of the places it is found is stated: a step by ``step N`` where the text's line N names
 that step's tool, or by the tool's name; the customer by the word customer or user. Where
 the stored run holds a value nowhere and cut no earlier result (a constant, a value the run
@@ -80,12 +81,12 @@ def gold_flows(gold: Sequence[GoldAction], calls: Sequence[ToolCall], customer: 
 def _has_value(statement: str, value: Any) -> bool:
     """Whether the statement carries every telling scalar of the gold value (a boolean or an
     empty string tells nothing)."""
-    told = [str(v).lower() for v in scalar_values(value) if (isinstance(v, int | float) and
+    told = [str(v) for v in scalar_values(value) if (isinstance(v, int | float) and
             not isinstance(v, bool)) or (isinstance(v, str) and v)]
     low = statement.lower()
     return bool(told) and all(
-        v in low if len(v) >= _MIN_VALUE_CHARS
-        else re.search(rf"(?<![a-z0-9]){re.escape(v)}(?![a-z0-9])", low) is not None
+        v.lower() in low if len(v) >= _MIN_VALUE_CHARS
+        else re.search(rf"(?<![A-Za-z0-9]){re.escape(v)}(?![A-Za-z0-9])", statement) is not None
         for v in told)
 
 
@@ -164,7 +165,7 @@ def source_judgements(text: str, gold: Sequence[GoldAction], flows: Sequence[Flo
         block = text[at:end]
         for arg, srcs in flow.items():
             said = _statement(block, arg, [a for a in g.arguments if a != arg])
-            out.append((g.name, arg, said is not None and (
+            out.append((g.name, arg, said is not None and not _UNDECIDED_RE.search(said) and (
                 _has_value(said, g.arguments[arg]) or _states(said, srcs, numbered))))
     return out
 
@@ -177,14 +178,18 @@ def sources_in_text(text: str, gold: Sequence[GoldAction], flows: Sequence[Flow]
     return sum(ok for _, _, ok in said), len(said)
 
 
-def write_step(text: str, gold: Sequence[GoldAction], tools: Sequence[str] = ()) -> int | None:
-    """The step at which the text puts the first gold write: the number of the first numbered
-    line that names the tool of the gold's first state-changing action (None: the gold has no
-    write, or no numbered line names it). An agent that stops after fewer calls than this never
-    reaches the write, whatever the text says of its arguments."""
-    write = next((g.name for g in gold if g.state_changing), None)
+def write_step(text: str, gold: Sequence[GoldAction]) -> int | None:
+    """The step at which the text puts the first gold write: the smallest number of a numbered
+    line that names the tool of the gold's first state-changing action anywhere in it (two
+    recalled procedures are numbered each from 1; None: the gold has no write, or no numbered
+    line names it). An agent that stops after fewer calls than this never reaches the write,
+    whatever the text says of its arguments."""
+    write = next((g.name.lower() for g in gold if g.state_changing), None)
     if write is None:
         return None
-    names = list(dict.fromkeys([*tools, *(g.name for g in gold)]))
-    numbered, _ = _numbered(text, names)
-    return min((n for n, t in numbered.items() if t == write), default=None)
+    steps = []
+    for m in _LINE_RE.finditer(text):
+        stop = text.find("\n", m.start())
+        if write in text[m.start():stop if stop >= 0 else len(text)].lower():
+            steps.append(int(m.group(1)))
+    return min(steps, default=None)

@@ -1,10 +1,11 @@
 """When a run folder may be resumed by a spec: the same sweep, or the same grown.
 
 A sweep's identity is everything in its spec but how its points are executed (``workers``,
-``point_timeout_s``), its prose (``description``), options at their defaults, and the order
-of its points and grid values. A resumed spec may add points or grid values (each finished
-point is still a point of the grown spec, with the same settings); a spec that changes or
-drops anything else is another sweep.
+``point_timeout_s``), its prose (``description``), options at their defaults, the order of
+its explicit points, and the order of each grid axis's values after the first (an explicit
+point takes each axis's first value, so that one stays). A resumed spec may add points or
+grid values (each finished point is still a point of the grown spec, with the same
+settings); a spec that changes or drops anything else is another sweep.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ def extends(old: dict[str, Any], new: dict[str, Any]) -> bool:
     old_grid, new_grid = old.get("grid") or {}, new.get("grid") or {}
     return (rest(old) == rest(new) and set(old.get("points") or ()) <= set(new.get("points") or ())
             and old_grid.keys() == new_grid.keys()
-            and all(set(v) <= set(new_grid[k]) for k, v in old_grid.items()))
+            and all(v[:1] == new_grid[k][:1] and set(v) <= set(new_grid[k])
+                    for k, v in old_grid.items()))
 
 
 def identity(spec_yaml: str) -> dict[str, Any]:
@@ -52,21 +54,23 @@ def identity(spec_yaml: str) -> dict[str, Any]:
 
     An option at its default counts as absent, so a run folder written before an option
     existed (or before the spec file listed it) still resumes under the same spec; the
-    description is prose. The order of ``points`` and of each grid axis is the order they
-    run in, not what they are: a resumed sweep may put the points it needs first.
+    description is prose. The order of ``points`` is the order they run in, not what they
+    are, and so is the order of a grid axis's values after its first (which every explicit
+    point takes): a resumed sweep may put the points it needs first.
     """
     defaults = PointOptions().to_json()
     same = {k: v for k, v in yaml.safe_load(spec_yaml).items()
             if k not in (*RUN_ONLY_KEYS, "description")
             and not (k in defaults and v == defaults[k])}
     if "points" in same:
-        same["points"] = _unordered(same["points"])
+        same["points"] = sorted(_unordered(same["points"]))
     if "grid" in same:
         same["grid"] = {k: _unordered(v) for k, v in same["grid"].items()}
     return same
 
 
 def _unordered(values: Any) -> list[str]:
-    """A list as the sorted JSON texts of its items (a set that keeps duplicates)."""
-    return sorted(json.dumps(v, sort_keys=True)
-                  for v in (values if isinstance(values, list) else [values]))
+    """A list as the JSON texts of its items, the first in place and the rest sorted."""
+    items = [json.dumps(v, sort_keys=True)
+             for v in (values if isinstance(values, list) else [values])]
+    return items[:1] + sorted(items[1:])

@@ -28,13 +28,14 @@ import contextlib
 import dataclasses
 import functools
 import json
+import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...errors import EvaluationError
+from ...errors import EvaluationError, SkillsynthError
 from ...models.backend import BackendSpec, open_clients
 from ..point.record import RunRecord, utc_now
 from ..point.summary import SUMMARY, PointSummary
@@ -280,17 +281,23 @@ def run_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval/
             (run_dir / "similarity.json").write_text(json.dumps(sims), encoding="utf-8")
         ran, failed = site.run_points(todo, spec, corpus, run_dir, notebook, n_workers,
                                       progress, log,
-                                      _keeping_summary(run_dir, points, spec, started, on_point))
+                                      _keeping_summary(run_dir, points, spec, started, on_point,
+                                                       log))
     return _finish(run_dir, points, spec, started, t0, ran, skipped, failed, site, n_workers)
 
 
 def _keeping_summary(run_dir: Path, points: Sequence[Point], spec: SweepSpec, started: str,
-                     on_point: Callable[[str], None] | None) -> Callable[[str], None]:
+                     on_point: Callable[[str], None] | None,
+                     log: Callable[[str], Any] = print) -> Callable[[str], None]:
     """``on_point`` that first rewrites ``summary.json`` over the points finished so far: a
     sweep still running, or stopped, can be reported on (its header says how many points
-    finished, and the gate fails until all have)."""
+    finished, and the gate fails until all have). A rewrite that fails is said and the
+    sweep goes on: the points still run, and the summary at the end is written again."""
     def finished(point_id: str) -> None:
-        aggregate(run_dir, points, spec, started_utc=started).write(run_dir)
+        try:
+            aggregate(run_dir, points, spec, started_utc=started).write(run_dir)
+        except (OSError, ValueError, SkillsynthError) as exc:
+            log(f"summary.json not rewritten after point {point_id}: {exc}")
         if on_point is not None:
             on_point(point_id)
     return finished
@@ -320,10 +327,6 @@ def _finish(run_dir: Path, points: list[Point], spec: SweepSpec, started: str, t
                        workers=n_workers if facts is None else facts.workers,
                        transport=None if facts is None else facts.transport,
                        answers_returned=merged)
-
-
-
-
 
 
 @dataclass
@@ -456,18 +459,15 @@ def _run_sweep_at_url(spec: SweepSpec, url: str, mirror: str | Path | None,
     return dataclasses.replace(rep, results_url=res.url)
 
 
-
-
-
-
 def aggregate(run_dir: Path, points: Sequence[Point], spec: SweepSpec, *,
               started_utc: str | None = None) -> SweepSummary:
     """Write ``results.jsonl`` over every finished point; return the run summary (with the
     sweep's :class:`~..point.record.RunRecord`). Each point's summary is read once."""
     rows_out = run_dir / "results.jsonl"
+    tmp = rows_out.with_suffix(".jsonl.tmp")  # replaced whole: a report may be reading it
     entries: list[PointEntry] = []
     first: PointSummary | None = None
-    with rows_out.open("w", encoding="utf-8") as fh:
+    with tmp.open("w", encoding="utf-8") as fh:
         for p in points:
             pdir = run_dir / "points" / p.id
             if not (pdir / SUMMARY).exists():
@@ -480,6 +480,7 @@ def aggregate(run_dir: Path, points: Sequence[Point], spec: SweepSpec, *,
             for line in (pdir / "results.jsonl").read_text(encoding="utf-8").splitlines():
                 fh.write(json.dumps(params | json.loads(line), ensure_ascii=False) + "\n")
             entries.append(PointEntry.of(p, spec, s))
+    os.replace(tmp, rows_out)
     record = RunRecord(kind="sweep", config=spec.as_dict(), started_utc=started_utc or utc_now(),
                        finished_utc=utc_now(),
                        models=first.record.get("models", {}) if first else {},

@@ -10,6 +10,7 @@ and they take their defaults.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -147,9 +148,12 @@ class SweepSummary:
                                         .read_text(encoding="utf-8")))
 
     def write(self, run_dir: str | Path) -> None:
-        """Write ``<run_dir>/summary.json``."""
-        (Path(run_dir) / "summary.json").write_text(
-            json.dumps(self.to_json(), indent=2, default=str), encoding="utf-8")
+        """Write ``<run_dir>/summary.json`` (whole or not at all: a report may be reading it
+        while a sweep rewrites it)."""
+        out = Path(run_dir) / "summary.json"
+        tmp = out.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(self.to_json(), indent=2, default=str), encoding="utf-8")
+        os.replace(tmp, out)
 
     def entries(self, points: Sequence[str]) -> list[PointEntry]:
         """The entries of the points ``points`` names (those that finished)."""
