@@ -87,8 +87,9 @@ controls if len(controls) > 1 else print("one point only: nothing to read side b
 # %% [markdown]
 # ## Where a design loses the gold arguments' gain
 #
-# For each design point (and the ladder's prose rungs, `oracle` and `oracle-dataflow`) of a
-# run that also has `mismatched` and `oracle-args` on the same live probes: each probe's shortfall from the upper bound's gain over mismatched (graded
+# For each design point (and the ladder's prose rungs, `oracle`, `oracle-dataflow` and
+# `oracle-run`) of a run that also has `mismatched` and `oracle-args` on the same live probes:
+# each probe's shortfall from the upper bound's gain over mismatched (graded
 # progress), put at the first stage that explains it: `recall` (nothing of the probe's own
 # family recalled), `content` (recalled, but the shown text does not name every gold tool in
 # order and every argument name), `source` (it names them, but does not state rightly where

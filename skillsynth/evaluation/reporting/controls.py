@@ -1,5 +1,5 @@
 """Designs read against their controls: none, mismatched, synthesized, oracle, oracle-dataflow,
-oracle-args.
+oracle-run, oracle-args.
 
 An effect means something only beside the arms that bound it: the no-memory arm (every
 point pairs with it), the mismatched control (a confidently wrong recall), and the positive
