@@ -361,17 +361,14 @@ class GoldSource:
         acts = self.actions(source)
         if not acts:
             return self.skip(probe, "no gold actions")
+        run = self.run_of(source)
         if control == "oracle-run":
-            label = self.labels.get(source)
-            run = self.runs.get(str(label.task_id)) if label is not None else None
             if not run:
                 return self.skip(probe, "no successful history run of its task (oracle-run)")
             acts = gold_actions(run)
         sources: list[dict[str, tuple[ArgSource, ...]]] | None = None
         plan: Plan | ArmSkipped | None = None
         if control in TRACED:
-            label = self.labels.get(source)
-            run = self.runs.get(str(label.task_id)) if label is not None else None
             # a successful history run of the task (its reads, then its writes), else the gold
             ran = gold_actions(run) if run else acts
             if control == "oracle-dataflow":  # its prose is that run's calls with sources
@@ -398,6 +395,11 @@ class GoldSource:
         return oracle_procedure(read_back_691(skill, where), control=control, probe=probe,
                                 families=() if fam is None else (fam,))
 
+
+    def run_of(self, session: str) -> Sequence[tuple[str, Mapping[str, Any]]] | None:
+        """The calls of a successful history run of the session's task (None: none known)."""
+        label = self.labels.get(session)
+        return None if label is None else self.runs.get(str(label.task_id))
 
     def _trace(self, probe: str, acts: Sequence[GoldAction], *, task_of: str
                ) -> tuple[list[tuple[TracedCall, bool]], str] | ArmSkipped:
@@ -486,9 +488,8 @@ def check_gold(control: str | None, gold: GoldSource, split: Split) -> None:
                 f"actions, and none of the {len(split.probes)} probes has any (labels' "
                 "actions, or the live world's task); use a tau2 or tau-bench corpus, or a "
                 "history generated in a tau2 world")
-        if control == "oracle-run" and not any(
-                (lab := gold.labels.get(p.session_id)) is not None
-                and str(lab.task_id) in gold.runs for p in split.probes):
+        if control == "oracle-run" and not any(gold.run_of(p.session_id)
+                                               for p in split.probes):
             raise EvaluationError(
                 f"strategy oracle-run recalls a successful history run of each probe's task, "
                 f"and the history holds none for any of the {len(split.probes)} probes' tasks "

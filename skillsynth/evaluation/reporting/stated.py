@@ -33,7 +33,7 @@ stated").
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from ...pipeline.provenance import TracedCall, every_source, scalar_values
@@ -109,17 +109,22 @@ def _states(statement: str, places: Sequence[frozenset[tuple[str, str | None]]],
     return all(stated(alts) for alts in places)
 
 
+def _numbered_lines(text: str) -> Iterator[tuple[int, int, str]]:
+    """Each numbered line as (its number, where it starts, the line lower-cased)."""
+    for m in _LINE_RE.finditer(text):
+        stop = text.find("\n", m.start())
+        yield int(m.group(1)), m.start(), text[m.start():stop if stop >= 0 else len(text)].lower()
+
+
 def _numbered(text: str, tools: Sequence[str]) -> tuple[dict[int, str], list[int]]:
     """Line number -> the first of ``tools`` the numbered line names; the lines' starts."""
     out: dict[int, str] = {}
     starts = []
-    for m in _LINE_RE.finditer(text):
-        starts.append(m.start())
-        stop = text.find("\n", m.start())
-        line = text[m.start():stop if stop >= 0 else len(text)].lower()
+    for n, start, line in _numbered_lines(text):
+        starts.append(start)
         found = sorted((line.find(t.lower()), t) for t in tools if t.lower() in line)
         if found:
-            out.setdefault(int(m.group(1)), found[0][1])
+            out.setdefault(n, found[0][1])
     return out, starts
 
 
@@ -187,9 +192,4 @@ def write_step(text: str, gold: Sequence[GoldAction]) -> int | None:
     write = next((g.name.lower() for g in gold if g.state_changing), None)
     if write is None:
         return None
-    steps = []
-    for m in _LINE_RE.finditer(text):
-        stop = text.find("\n", m.start())
-        if write in text[m.start():stop if stop >= 0 else len(text)].lower():
-            steps.append(int(m.group(1)))
-    return min(steps, default=None)
+    return min((n for n, _, line in _numbered_lines(text) if write in line), default=None)
