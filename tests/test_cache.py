@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import gzip
 import json
+import re
 
+import pytest
 from fakes import LEMONADE_RECORDED as REC
 from fakes import FakeServer
 
-from skillsynth.models.cache import CallCache, cache_key
+from skillsynth.errors import StoreError
+from skillsynth.models.cache import (
+    CallCache,
+    ImportCounts,
+    cache_key,
+    export_answers,
+    import_answers,
+)
 from skillsynth.models.chat import ChatClient
 from skillsynth.models.llm import Endpoint
 
@@ -99,3 +109,75 @@ def test_concurrent_writer_processes_all_use_the_first_stored_answer(tmp_path):
     winners = {v.split(b"-")[0] for v in stored.values()}
     assert len(winners) >= 1 and all(v.endswith(f"-{i}".encode())
                                      for i, v in enumerate(stored[f"k{i}"] for i in range(n)))
+
+
+# -- answers exported with a sweep and imported on another machine -------------------------
+
+def _filled(path, rows):
+    with CallCache(path) as c:
+        for key, kind, model, value in rows:
+            c.put(key, value, kind=kind, model=model)
+
+
+K1, K2, K3 = ("1" * 64), ("2" * 64), ("3" * 64)
+
+
+def test_exported_answers_import_into_a_fresh_cache_byte_for_byte(tmp_path):
+    vec = bytes(range(256))  # not UTF-8: an embedding's float32 bytes
+    _filled(tmp_path / "a.db", [(K1, "chat", "qwen", '{"x": "é"}'.encode()),
+                                (K2, "embed", "minilm", vec), (K3, "chat", "other", b"{}")])
+    out = tmp_path / "answers" / "a.jsonl.gz"
+    assert export_answers(tmp_path / "a.db", out, kinds=("chat", "embed")) == 3
+    first = out.read_bytes()
+    assert export_answers(tmp_path / "a.db", out, kinds=("chat", "embed")) == 3
+    assert out.read_bytes() == first  # the same answers give the same bytes (no churn in git)
+    counts = import_answers(tmp_path / "b.db", [out])
+    assert counts == ImportCounts(added=3, present=0, differing=0)
+    with CallCache(tmp_path / "b.db") as c:
+        assert c.get(K1) == '{"x": "é"}'.encode() and c.get(K2) == vec and c.get(K3) == b"{}"
+    assert import_answers(tmp_path / "b.db", [out]) == ImportCounts(0, 3, 0)
+
+
+def test_export_narrows_by_kind_model_and_time(tmp_path):
+    _filled(tmp_path / "a.db", [(K1, "chat", "qwen", b"1"), (K2, "embed", "qwen", b"2"),
+                                (K3, "chat", "other", b"3")])
+    out = tmp_path / "a.jsonl.gz"
+    assert export_answers(tmp_path / "a.db", out) == 2  # default: chat answers only
+    assert export_answers(tmp_path / "a.db", out, model="qwen") == 1
+    assert export_answers(tmp_path / "a.db", out, since="2999-01-01") == 0
+    with pytest.raises(StoreError, match="kinds"):
+        export_answers(tmp_path / "a.db", out, kinds=("prompt",))
+
+
+def test_an_answer_already_here_wins_and_is_counted(tmp_path):
+    _filled(tmp_path / "a.db", [(K1, "chat", "m", b"shipped"), (K2, "chat", "m", b"same")])
+    _filled(tmp_path / "b.db", [(K1, "chat", "m", b"local"), (K2, "chat", "m", b"same")])
+    export_answers(tmp_path / "a.db", tmp_path / "a.jsonl.gz")
+    assert import_answers(tmp_path / "b.db", [tmp_path / "a.jsonl.gz"]) == ImportCounts(0, 1, 1)
+    with CallCache(tmp_path / "b.db") as c:
+        assert c.get(K1) == b"local"
+
+
+@pytest.mark.parametrize("line, where", [
+    ("not json", "line 2, field '(line)'"),
+    (json.dumps({"key": "abc", "kind": "chat", "model": "m", "text": "x"}), "field 'key'"),
+    (json.dumps({"key": K3, "kind": "prompt", "model": "m", "text": "x"}), "field 'kind'"),
+    (json.dumps({"key": K3, "kind": "chat", "model": "m"}), "line 2, field 'text'"),
+    (json.dumps({"key": K3, "kind": "chat", "model": "m", "b64": "%%"}), "field 'b64'"),
+])
+def test_a_bad_line_names_file_line_and_field_and_nothing_is_stored(tmp_path, line, where):
+    good = json.dumps({"key": K1, "kind": "chat", "model": "m", "text": "ok"})
+    path = tmp_path / "bad.jsonl.gz"
+    path.write_bytes(gzip.compress(f"{good}\n{line}\n".encode()))
+    with pytest.raises(StoreError, match=re.escape(where)) as exc:
+        import_answers(tmp_path / "c.db", [path])
+    assert str(path) in str(exc.value)
+    with CallCache(tmp_path / "c.db") as c:
+        assert c.stats().entries == 0  # the good first line was not stored either
+
+
+def test_a_file_that_is_not_gzip_is_refused(tmp_path):
+    path = tmp_path / "plain.jsonl"
+    path.write_text("{}\n")
+    with pytest.raises(StoreError, match="not a gzipped answers file"):
+        import_answers(tmp_path / "c.db", [path])

@@ -21,6 +21,27 @@ def test_corpus_generate_writes_a_labelled_gaia_store(tmp_path, capsys):
     assert "exists" in capsys.readouterr().err
 
 
+def test_cache_export_and_import_carry_answers_to_another_cache(tmp_path, capsys):
+    from skillsynth.models.cache import CallCache
+
+    with CallCache(tmp_path / "a.db") as c:
+        c.put("a" * 64, b'{"ok": 1}', kind="chat", model="m")
+        c.put("b" * 64, b"\x00\xff", kind="embed", model="e")
+    out = tmp_path / "answers.jsonl.gz"
+    assert main(["cache", "export", str(out), "--cache", str(tmp_path / "a.db")]) == 0
+    assert "wrote 1 answer(s)" in capsys.readouterr().out  # chat only by default
+    assert main(["cache", "import", str(out), "--cache", str(tmp_path / "b.db")]) == 0
+    assert "1 answer(s) added, 0 already here" in capsys.readouterr().out
+    with CallCache(tmp_path / "b.db") as c:
+        assert c.get("a" * 64) == b'{"ok": 1}' and c.get("b" * 64) is None
+    for argv in (["export", str(out), "--cache", str(tmp_path / "none.db")],
+                 ["import", str(tmp_path / "gone.gz")]):
+        with pytest.raises(SystemExit) as info:
+            main(["cache", *argv])
+        assert info.value.code == 2
+    assert "no call cache here" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_bench_pipeline_prints_medians_with_n(capsys):
     assert main(["bench", "pipeline", "--sizes", "300", "--procedures", "50", "--repeats", "2",

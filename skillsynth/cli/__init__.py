@@ -16,13 +16,13 @@ from collections.abc import Sequence
 
 from .. import __version__
 from ..errors import SkillsynthError
-from . import bench, config, corpus, db, evaluation, models, pipeline, skills, world
+from . import bench, cache, config, corpus, db, evaluation, models, pipeline, skills, world
 from ._common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError
 
 __all__ = ["build_parser", "main"]
 
 #: The command groups in the order ``--help`` lists them.
-GROUPS = (db, skills, config, models, bench, pipeline, corpus, evaluation, world)
+GROUPS = (db, skills, config, models, cache, bench, pipeline, corpus, evaluation, world)
 
 
 def build_parser() -> argparse.ArgumentParser:
