@@ -3,7 +3,8 @@
 Each arm of a probe is one run: the task's prompt as the first user turn, the world's tools
 (the recalled procedures' ``tools_required`` loaded first, GAIA's CORE > SKILL > SEMANTIC
 order, at most 14 tools), the world's policy and, in the memory arm, GAIA's ``RECALLED
-PROCEDURES`` block in the system prompt and, under ``procedure_form`` plan or both, each
+PROCEDURES`` block in the system prompt (under ``recall_layout: release``, amd-gaia
+0.25.1's block in the memory context before the first user turn: :mod:`.gaia_context`) and, under ``procedure_form`` plan or both, each
 recalled plan as one more tool (:mod:`.plan_tool`). Every call is executed by the world's
 episode (a fresh state per run). The loop stops when the model answers without a tool call
 (``agent-stop``; solo, when it calls tau2's stop tool ``done``, or answers in text after two
@@ -30,6 +31,7 @@ from ...pipeline.inject import RecallCut, inject, tools_for_turn
 from ...pipeline.skill import Skill
 from ...protocols import ChatModel
 from ...store import now_iso
+from .gaia_context import RecallLayout, release_context, with_context
 from .plan_tool import PlanTools, ProcedureForm, recalled_forms, run_plan_tool
 from .user_sim import GREETING, UserSimulator
 from .worlds import Episode, Termination, Turn, canonical_args
@@ -174,7 +176,8 @@ def run_agent(llm: ChatModel, episode: Episode, *, tool_specs: Sequence[Mapping[
               step_limit: int = 12, max_tokens: int = 256, temperature: float = 0.0,
               seed: int = 0, solo: bool = False, user: UserSimulator | None = None,
               recall_cut: RecallCut = "raw", solo_nudges: int = SOLO_NUDGES,
-              procedure_form: ProcedureForm = "prose") -> AgentRun:
+              procedure_form: ProcedureForm = "prose",
+              recall_layout: RecallLayout = "main") -> AgentRun:
     """Run one arm of one task in ``episode`` and have the world score it.
 
     Args:
@@ -202,6 +205,9 @@ def run_agent(llm: ChatModel, episode: Episode, *, tool_specs: Sequence[Mapping[
             the system prompt, any plan block left out), ``plan`` (a skill whose plan the
             offered world tools accept, as one more tool instead of its prose; the others as
             prose) or ``both`` (every body, and the tools).
+        recall_layout: where the prose goes: ``main`` (the system prompt) or ``release``
+            (amd-gaia 0.25.1's memory context before the opening message; the transcript
+            keeps the opening as the user or the task wrote it).
     """
     t0 = time.perf_counter()
     solo = solo and user is None
@@ -217,11 +223,13 @@ def run_agent(llm: ChatModel, episode: Episode, *, tool_specs: Sequence[Mapping[
         except LLMError as exc:
             return _failed(exc, t0)
         loop.transcript.append(Turn("user", content=opening, timestamp=now_iso()))
+    release = recall_layout == "release"
     messages: list[dict[str, Any]] = [
-        {"role": "system", "content": system_prompt(policy, prose, config, solo=solo,
-                                                    cut=recall_cut)},
+        {"role": "system", "content": system_prompt(policy, () if release else prose, config,
+                                                    solo=solo, cut=recall_cut)},
         *([{"role": "assistant", "content": GREETING}] if user is not None else []),
-        {"role": "user", "content": opening}]
+        {"role": "user", "content": with_context(release_context(prose, config), opening)
+         if release else opening}]
     while loop.termination is None:
         if len(loop.made) >= step_limit:
             loop.termination = "step-limit"

@@ -15,12 +15,12 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from ...errors import EvaluationError, WorldError
-from ...pipeline.inject import inject
 from ...pipeline.recall import skill_from_procedure
 from ...pipeline.skill import Skill
 from ...protocols import ChatModel
 from ...store import MemoryStore, ToolCall
 from ..live.agent import AgentRun, loaded_tools, run_agent
+from ..live.gaia_context import recall_block
 from ..live.plan_tool import recalled_forms
 from ..live.user_sim import UserSimulator
 from ..live.worlds import ReplayWorld, World, get_world, task_order
@@ -136,6 +136,7 @@ def live_rows(ctx: PointContext, world: World, task_of: Mapping[str, str],
                                       "step_limit": cfg.step_limit, "temperature": temp,
                                       "seed": rep, "solo": solo,
                                       "recall_cut": cfg.recall_cut,
+                                      "recall_layout": cfg.recall_layout,
                                       "procedure_form": cfg.procedure_form}
                 base = run_agent(llm, world.start(task_id),
                                  user=_user(user, world, task_id, rep), **kw)
@@ -166,7 +167,7 @@ def _shown(skills: Sequence[Skill], specs: Sequence[Mapping[str, Any]], cfg: Eva
     if not skills:
         return ""
     prose, plans = recalled_forms(skills, loaded_tools(specs, skills), cfg.procedure_form)
-    block = inject(prose, th, cut=cfg.recall_cut) if prose else ""
+    block = recall_block(prose, th, cut=cfg.recall_cut, layout=cfg.recall_layout)
     return block + "".join(json.dumps(t, ensure_ascii=False) for t in plans.specs)
 
 

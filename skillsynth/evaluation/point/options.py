@@ -28,6 +28,7 @@ from ...pipeline.distill import DISTILL_ARGS, DISTILLERS, DistillArgs, Distiller
 from ...pipeline.inject import RECALL_CUTS, RecallCut
 from ...pipeline.recall import RECALL_KEYS, RecallKey
 from ...pipeline.verify import VERIFY_CALLS, VERIFY_RULES, VerifyCalls, VerifyRule
+from ..live.gaia_context import RECALL_LAYOUTS, RecallLayout
 from ..live.plan_tool import PROCEDURE_FORMS, ProcedureForm
 from ..strategies import STRATEGIES, get_strategy
 from .metrics import N_BOOT
@@ -107,6 +108,13 @@ class PointOptions:
                                  "slice, possibly mid-step) or whole_steps (after the last "
                                  "whole step or edge case that fits; research, amd/gaia#2676)",
                                  choices=RECALL_CUTS, sweep=True, short="cut-", role="recall")
+    recall_layout: RecallLayout = _opt("main", "where recalled procedures reach the agent: "
+                                       "main (#887 and GAIA's main: a block in the system "
+                                       "prompt, in skillsynth's words) or release (amd-gaia "
+                                       "0.25.1: the release's own block in the turn's memory "
+                                       "context, before the user's message; needs amd-gaia)",
+                                       choices=RECALL_LAYOUTS, sweep=True, short="layout-",
+                                       role="recall")
     rate: RateDefinition = _opt("calls", "the success signal clusters qualify by: calls "
                                 "(GAIA's per-call rate) or session (the session's labelled "
                                 "outcome)", choices=("calls", "session"), sweep=True,
@@ -193,6 +201,14 @@ class PointOptions:
             raise ConfigError(f"strategy {self.strategy} offers a task's calls as a plan the "
                               f"agent calls; as prose it is the {prose} arm: set "
                               "procedure_form to plan or both", key="procedure_form")
+        if self.recall_layout == "release":
+            if self.recall_cut != "raw":
+                raise ConfigError(f"recall_layout release cuts bodies as the release does; "
+                                  f"recall_cut {self.recall_cut} applies to main only",
+                                  key="recall_cut")
+            from ..live.gaia_context import require_release_renderer
+
+            require_release_renderer()  # amd-gaia installed: before any work
         if self.plan_choices and self.procedure_form == "prose":
             raise ConfigError("plan_choices shapes the plans a point offers as tools, and "
                               "procedure_form prose offers none: set procedure_form to plan "

@@ -197,7 +197,8 @@ def replay(ctx: PointContext, corpus: MemoryStore, store: MemoryStore) -> Rollin
                     calls=corpus.tool_calls(sid), family=family,
                     success=label.success if label is not None else None,
                     seen_task=None if task is None else task in tasks, witness=witness,
-                    recall_cut=cfg.recall_cut)
+                    recall_cut=cfg.recall_cut,
+                    recall_layout=cfg.recall_layout)
         if entry.record is not None:  # a session without calls leaves nothing to detect
             write_session(store, entry.record)
         if family is not None:

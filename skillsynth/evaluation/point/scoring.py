@@ -17,9 +17,10 @@ import numpy as np
 from ...config import Thresholds
 from ...errors import ArmSkipped
 from ...models.embed import Embeds, Kind
-from ...pipeline.inject import RecallCut, inject
+from ...pipeline.inject import RecallCut
 from ...pipeline.recall import Recall, RecallIndex, RecallKey, recall_index, skill_from_procedure
 from ...store import MemoryStore, Procedure, ToolCall
+from ..live.gaia_context import RecallLayout, recall_block
 from ..strategies import Recaller, Strategy
 from .estimate import RULE, estimate_steps
 from .metrics import ProbeResult
@@ -95,9 +96,11 @@ def hits_of(embedder: Embeds) -> int:
 def probe_rows(strategy: Strategy, th: Thresholds, view: StoreView, embedder: Embeds, *,
                session_id: str, goal: str, calls: Sequence[ToolCall], family: str,
                success: bool | None, seen_task: bool | None,
-               witness: FloorWitness, recall_cut: RecallCut = "raw") -> list[ProbeResult]:
+               witness: FloorWitness, recall_cut: RecallCut = "raw",
+               recall_layout: RecallLayout = "main") -> list[ProbeResult]:
     """The probe's ``no-memory`` and ``memory`` rows (recall, replay estimate, diagnostics);
-    ``recall_cut``: how the injected block cuts long bodies (its size is recorded).
+    ``recall_cut`` and ``recall_layout``: how the injected block is cut and laid out (its
+    size is recorded).
 
     No rows when a control arm has nothing to recall for the probe (the reason is counted).
     """
@@ -122,7 +125,7 @@ def probe_rows(strategy: Strategy, th: Thresholds, view: StoreView, embedder: Em
         recalled_scores=tuple(round(h.score, 6) for h in hits),
         recalled_right=sum(1 for h in hits if family in _families(view, h)),
         steps=est.estimate, steps_method=RULE if hits else "recorded",
-        prompt_chars=len(inject(skills, th, cut=recall_cut)),
+        prompt_chars=len(recall_block(skills, th, cut=recall_cut, layout=recall_layout)),
         cache_hits=hits_of(embedder) - h0,
         wall_s=round(time.perf_counter() - t1, 4), best_right_score=right,
         best_wrong_score=wrong, **common))

@@ -60,7 +60,8 @@ def run_strict(ctx: PointContext) -> ProtocolRun:
                                family=str(split.family(p.session_id)), success=p.success,
                                seen_task=None if p.task_id is None
                                else p.task_id in history_tasks, witness=witness,
-                               recall_cut=cfg.recall_cut)
+                               recall_cut=cfg.recall_cut,
+                               recall_layout=cfg.recall_layout)
         ctx.timings["recall"] = round(time.perf_counter() - t_recall, 4)
         with ctx.stage("validate"):
             checks = check_procedures(store, split, ctx.out,

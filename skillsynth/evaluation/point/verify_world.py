@@ -36,6 +36,7 @@ from ...pipeline.verify import (
 )
 from ...protocols import ChatModel
 from ..live.agent import run_agent
+from ..live.gaia_context import RecallLayout
 from ..live.user_sim import UserSimulator
 from ..live.worlds import World, get_world
 from .metrics import KPI, proportion_kpi
@@ -78,6 +79,7 @@ class WorldVerifier:
     step_limit: int = 12
     policy: bool = True
     recall_cut: RecallCut = "raw"
+    recall_layout: RecallLayout = "main"
     user: ChatModel | None = None
     calls: VerifyCalls = "none"
     rule: VerifyRule = "world"
@@ -98,7 +100,8 @@ class WorldVerifier:
                 self.user, self.world.task(task).instructions, seed=0)
             run = run_agent(self.llm, self.world.start(task), tool_specs=specs, policy=policy,
                             recalled=[skill], config=self.config, step_limit=self.step_limit,
-                            solo=user is None, user=user, recall_cut=self.recall_cut)
+                            solo=user is None, user=user, recall_cut=self.recall_cut,
+                            recall_layout=self.recall_layout)
             if run.termination == "model-error":
                 raise LLMUnavailable(f"verifying {skill.name} on task {task}: {run.error}")
             calls, hits = calls + run.llm_calls, hits + run.cache_hits
@@ -143,7 +146,7 @@ def point_verifier(cfg: PointOptions, llm: ChatModel, labels: Mapping[str, Sessi
     return WorldVerifier(llm=llm, world=world, task_of=task_of, config=config,
                          tasks=cfg.verify_tasks, min_success=cfg.verify_min_success,
                          step_limit=cfg.step_limit, policy=cfg.policy, recall_cut=cfg.recall_cut,
-                         user=user, calls=cfg.verify_calls)
+                         recall_layout=cfg.recall_layout, user=user, calls=cfg.verify_calls)
 
 
 def verify_kpis(reports: Sequence[PassReport]) -> list[KPI]:
