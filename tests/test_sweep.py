@@ -151,9 +151,9 @@ def test_a_lemonade_spec_reads_the_calibration_of_gaias_embedder(tmp_path, monke
     assert asked == [LEMONADE_EMBED_MODEL, "other-embedder"]
 
 
-@pytest.mark.notebooks
-def test_a_point_past_its_timeout_fails_loudly_and_the_others_still_run(tmp_path):
-    # a real kernel under papermill; the stand-in point notebook sleeps for one strategy
+def _stand_in(tmp_path):
+    """A stand-in point notebook for a real kernel under papermill: it sleeps 120 s for
+    strategy skillsynth and finishes at once (a summary) for any other."""
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
                                  "language": "python"}
@@ -165,6 +165,12 @@ def test_a_point_past_its_timeout_fails_loudly_and_the_others_still_run(tmp_path
         "pathlib.Path(out_dir, 'summary.json').write_text('{}')")]
     notebook = tmp_path / "stand-in.ipynb"
     nbformat.write(nb, str(notebook))
+    return notebook
+
+
+@pytest.mark.notebooks
+def test_a_point_past_its_timeout_fails_loudly_and_the_others_still_run(tmp_path):
+    notebook = _stand_in(tmp_path)
     spec = SweepSpec.load(_spec(tmp_path, point_timeout_s=3, points=[{"strategy": "none"}]))
     todo = [p for p in expand_points(spec) if p.values["similarity_tau"] == 0.3]
     pool = ThreadPool(spec, tmp_path / "corpus.db", BackendSpec("local"), tmp_path / "run",
@@ -174,6 +180,27 @@ def test_a_point_past_its_timeout_fails_loudly_and_the_others_still_run(tmp_path
     (stuck,) = failed
     assert stuck.startswith("skillsynth-") and "timed out" in failed[stuck]
     assert "3 seconds" in failed[stuck]
+
+
+@pytest.mark.notebooks
+def test_ctrl_c_stops_the_running_points_kernels_instead_of_waiting_for_them(tmp_path):
+    import psutil
+
+    spec = SweepSpec.load(_spec(tmp_path, points=[{"strategy": "none"}]))
+    todo = [p for p in expand_points(spec) if p.values["similarity_tau"] == 0.3]
+    pool = ThreadPool(spec, tmp_path / "corpus.db", BackendSpec("local"), tmp_path / "run",
+                      _stand_in(tmp_path), 2)
+    before = set(psutil.Process().children(recursive=True))
+    phase = pool.run_phase(todo)
+    quick, error = next(phase)  # the point that does not sleep is done; the other runs
+    assert quick.strategy == "none" and error is None
+    sleeping = set(psutil.Process().children(recursive=True)) - before
+    assert sleeping  # its kernel
+    with pytest.raises(KeyboardInterrupt):
+        phase.throw(KeyboardInterrupt)  # Ctrl-C while the sweep waits on the pool
+    assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in sleeping)
+    slept = next(p for p in todo if p.strategy == "skillsynth")
+    assert not (tmp_path / "run" / "points" / slept.id / "summary.json").exists()  # resumable
 
 
 def _live_point(points, pid, expected, lines, mtime=None):

@@ -13,9 +13,10 @@ The thread pool is here (:class:`ThreadPool`); Dask's, shared or shipped, is
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,8 +138,16 @@ class ThreadPool:
     workers: int
 
     def run_phase(self, phase: Sequence[Point]) -> Iterator[tuple[Point, str | None]]:
-        """Execute the phase's points in a pool of ``workers`` threads."""
-        with ThreadPoolExecutor(max_workers=self.workers) as pool:
+        """Execute the phase's points in a pool of ``workers`` threads.
+
+        On Ctrl-C (or any error here) the points' kernels are stopped before the pool is
+        left: they are processes of their own that the terminal's interrupt does not reach,
+        and the pool would otherwise wait for each running point to finish (a live point
+        takes an hour). A stopped point has no summary, so a re-run resumes it.
+        """
+        before = _descendants()
+        pool = ThreadPoolExecutor(max_workers=self.workers)
+        try:
             futures = {pool.submit(execute_point, p, self.spec, self.corpus, self.backend,
                                    self.run_dir / "points" / p.id, self.notebook): p
                        for p in phase}
@@ -149,3 +158,30 @@ class ThreadPool:
                     yield futures[fut], failure_text(exc)
                 else:
                     yield futures[fut], None
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            stop_processes(_descendants() - before)
+            raise
+        finally:
+            pool.shutdown(wait=True)
+
+
+def _descendants() -> set[Any]:
+    """This process's child processes and theirs (psutil handles)."""
+    import psutil
+
+    return set(psutil.Process().children(recursive=True))
+
+
+def stop_processes(procs: Iterable[Any], *, grace_s: float = 10.0) -> None:
+    """Terminate ``procs`` (psutil handles), and kill those still alive after ``grace_s``."""
+    import psutil
+
+    procs = list(procs)
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            p.terminate()
+    _, alive = psutil.wait_procs(procs, timeout=grace_s)
+    for p in alive:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
