@@ -34,6 +34,13 @@ def test_cache_export_and_import_carry_answers_to_another_cache(tmp_path, capsys
     assert "1 answer(s) added, 0 already here" in capsys.readouterr().out
     with CallCache(tmp_path / "b.db") as c:
         assert c.get("a" * 64) == b'{"ok": 1}' and c.get("b" * 64) is None
+    from skillsynth.models.chat_models import chat_model
+
+    with CallCache(tmp_path / "a.db") as c:  # an embedded model's name finds its answers
+        c.put("c" * 64, b"{}", kind="chat", model=chat_model("qwen2.5-coder-1.5b").model_id)
+    assert main(["cache", "export", str(out), "--cache", str(tmp_path / "a.db"),
+                 "--model", "qwen2.5-coder-1.5b"]) == 0
+    assert "wrote 1 answer(s)" in capsys.readouterr().out
     for argv in (["export", str(out), "--cache", str(tmp_path / "none.db")],
                  ["import", str(tmp_path / "gone.gz")]):
         with pytest.raises(SystemExit) as info:

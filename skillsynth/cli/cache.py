@@ -22,14 +22,21 @@ def _cache_path(args: argparse.Namespace) -> Path:
     return Path(args.cache) if args.cache else default_cache_path()
 
 
+def _recorded_id(model: str | None) -> str | None:
+    """The id answers are stored under: an embedded chat model's name becomes its id."""
+    from ..models.chat_models import chat_model, chat_model_names
+
+    return chat_model(model).model_id if model in chat_model_names() else model
+
+
 def _cache_export(args: argparse.Namespace) -> int:
     from ..models.cache import export_answers
 
     cache = _cache_path(args)
     if not cache.exists():
         raise UsageError(f"{cache}: no call cache here (nothing has been asked of a model)")
-    n = export_answers(cache, args.out, kinds=args.kind or ("chat",), model=args.model,
-                       since=args.since)
+    n = export_answers(cache, args.out, kinds=args.kind or ("chat",),
+                       model=_recorded_id(args.model), since=args.since)
     print(f"wrote {n} answer(s) from {cache} to {args.out}")
     return EXIT_OK
 
@@ -61,7 +68,8 @@ def register(sub: Any) -> None:
                    help="answer kind to write (repeatable; default chat: embeddings are "
                    "cheap to recompute)")
     p.add_argument("--model", default=None,
-                   help="only this model's answers (the recorded id, e.g. qwen2.5-coder-1.5b)")
+                   help="only this model's answers: an embedded chat model's name (e.g. "
+                   "qwen2.5-coder-1.5b) or the id answers are recorded under")
     p.add_argument("--since", default=None, metavar="ISO_TIME",
                    help="only answers stored at or after this UTC time (e.g. 2026-12-06T16:00)")
     p = command(g, "import", "add exported answers to the cache, all or none; an answer "
