@@ -4,8 +4,9 @@ Each arm of a probe is one run: the task's prompt as the first user turn, the wo
 (the recalled procedures' ``tools_required`` loaded first, GAIA's CORE > SKILL > SEMANTIC
 order, at most 14 tools), the world's policy and, in the memory arm, GAIA's ``RECALLED
 PROCEDURES`` block in the system prompt (under ``recall_layout: release``, amd-gaia
-0.25.1's block in the memory context before the first user turn: :mod:`.gaia_context`) and, under ``procedure_form`` plan or both, each
-recalled plan as one more tool (:mod:`.plan_tool`). Every call is executed by the world's
+0.25.1's block in the memory context before the first user turn: :mod:`.gaia_context`)
+and, under ``procedure_form`` plan or both, each recalled plan as one more tool
+(:mod:`.plan_tool`). Every call is executed by the world's
 episode (a fresh state per run). The loop stops when the model answers without a tool call
 (``agent-stop``; solo, when it calls tau2's stop tool ``done``, or answers in text after two
 reminders to go on; with a simulated user, when the user ends the conversation: ``user-stop``),
