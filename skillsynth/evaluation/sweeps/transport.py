@@ -160,7 +160,7 @@ class ThreadPool:
                     yield futures[fut], None
         except BaseException:
             pool.shutdown(wait=False, cancel_futures=True)
-            stop_processes(_descendants() - before)
+            _stop_processes(_descendants() - before)
             raise
         finally:
             pool.shutdown(wait=True)
@@ -173,7 +173,7 @@ def _descendants() -> set[Any]:
     return set(psutil.Process().children(recursive=True))
 
 
-def stop_processes(procs: Iterable[Any], *, grace_s: float = 10.0) -> None:
+def _stop_processes(procs: Iterable[Any], *, grace_s: float = 10.0) -> None:
     """Terminate ``procs`` (psutil handles), and kill those still alive after ``grace_s``."""
     import psutil
 
