@@ -1,8 +1,8 @@
 """``skillsynth cache``: ship a sweep's model answers with its spec, and take them back.
 
 A live sweep's answers are hours of a model's time on 2 cores; exported beside the spec and
-imported on a fresh machine, they let the sweep resume where it stopped, or re-run to the
-same figures, without the model being asked again.
+imported on a fresh machine, they let the sweep resume where it stopped without the model
+being asked again for anything it has answered.
 """
 
 from __future__ import annotations

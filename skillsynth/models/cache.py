@@ -167,8 +167,8 @@ def export_answers(cache: str | Path, out: str | Path, *, kinds: Iterable[str] =
 
     Why: a live sweep costs hours of a model's time and its answers are what make it
     reproducible. Shipped with the sweep's spec and imported on another machine, they let
-    the sweep resume (or re-run, to the same figures) without asking the model again: the
-    key covers everything that determines an answer. ``model`` and ``since`` (an ISO time,
+    the sweep resume where it stopped without asking the model again for anything it has
+    answered: the key covers everything that determines an answer. ``model`` and ``since`` (an ISO time,
     compared with each answer's ``created_at``) narrow what is written. The file's bytes
     depend only on the answers, so a re-export of the same answers changes nothing in git.
     """
