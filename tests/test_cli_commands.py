@@ -92,3 +92,31 @@ def test_output_cut_short_by_the_reader_is_not_an_error():
                           check=False)
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr
+
+
+def test_sigterm_stops_a_sweep_as_ctrl_c_does(tmp_path):
+    # A sweep started in the background by a script ignores SIGINT, so it is stopped with
+    # kill (SIGTERM): the command must end through its finally blocks (which stop the points'
+    # kernels and the servers) and say so, not die where it stands. The sweep here is a
+    # stand-in that waits; the signal lands while it does.
+    import signal
+    import subprocess
+    import sys
+
+    code = ("import sys, time\n"
+            "import skillsynth.evaluation.sweeps.run as run\n"
+            "def waits(*a, **k):\n"
+            "    try:\n"
+            "        print('waiting', flush=True); time.sleep(120)\n"
+            "    finally:\n"
+            "        print('finally ran', flush=True)\n"
+            "run.run_sweep = waits\n"
+            "from skillsynth.cli import main\n"
+            "sys.exit(main(['sweep', 'spec.yaml']))\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline() == "waiting\n"
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert out == "finally ran\n" and "interrupted" in err

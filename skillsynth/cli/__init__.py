@@ -4,7 +4,8 @@ Each subcommand turns its options into keyword arguments and calls one public fu
 the logic lives in the library so notebooks and tests use the same code. One module per
 command group, each with its handlers, its output formatting and a ``register(sub)`` that
 adds its commands. Exit codes: 0 success, 1 a failure the command reports (an invalid
-skill, a broken database), 2 a usage error (bad options, a path that does not exist).
+skill, a broken database), 2 a usage error (bad options, a path that does not exist), 130
+interrupted (Ctrl-C, or SIGTERM, which every command takes as Ctrl-C).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Sequence
 from .. import __version__
 from ..errors import SkillsynthError
 from . import bench, cache, config, corpus, db, evaluation, models, pipeline, skills, world
-from ._common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError
+from ._common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, UsageError, sigterm_as_interrupt
 
 __all__ = ["build_parser", "main"]
 
@@ -42,7 +43,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args))
+        with sigterm_as_interrupt():
+            return int(args.func(args))
     except UsageError as exc:
         parser.exit(EXIT_USAGE, f"skillsynth: error: {exc}\n")
     except SkillsynthError as exc:

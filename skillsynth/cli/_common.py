@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import signal
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -17,6 +19,29 @@ Handler = Callable[[argparse.Namespace], int]
 
 class UsageError(Exception):
     """A command-line mistake: reported with exit status 2."""
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Within the block SIGTERM stops the command as Ctrl-C does, through its finally blocks.
+
+    A sweep started in the background by a script ignores SIGINT (POSIX), so ``kill`` is how
+    it is stopped; raised as KeyboardInterrupt, it stops the points' kernels and the model
+    servers and leaves the run resumable instead of leaving them running. Only the main
+    thread can install a handler; elsewhere the block changes nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def print_json(obj: Any) -> None:

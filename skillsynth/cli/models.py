@@ -28,13 +28,11 @@ def _models_prepare(args: argparse.Namespace) -> int:
 
 
 def _models_serve(args: argparse.Namespace) -> int:
-    import signal
     import time
 
     from ..models.serve import locate_models, serve_local
 
-    # SIGTERM ends the process through the finally blocks, so servers are stopped.
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    # SIGTERM reaches here as KeyboardInterrupt (main), so the servers are stopped
     with serve_local(locate_models(args.home, chat=args.chat), chat=not args.no_chat,
                      embed=not args.no_embed, threads=args.threads) as servers:
         for role, d in servers.describe().items():
