@@ -63,6 +63,12 @@ def test_bench_settings_and_run_orders():
     assert parse_setting("none").order == "interleaved"
     with pytest.raises(ValueError, match="interleaved or grouped"):
         parse_setting("none/sideways")
+    release = parse_setting("none/grouped/release")
+    assert (release.order, release.layout, release.label) == ("grouped", "release",
+                                                               "none/grouped/release")
+    assert parse_setting("none/grouped/main").label == "none/grouped"  # old records' labels
+    with pytest.raises(ValueError, match="main or release"):
+        parse_setting("none/grouped/system")
     assert _order(["a", "b"], "interleaved") == [("a", "no-memory"), ("a", "oracle-args"),
                                                  ("b", "no-memory"), ("b", "oracle-args")]
     assert _order(["a", "b"], "grouped") == [("a", "no-memory"), ("b", "no-memory"),

@@ -86,3 +86,30 @@ def test_release_without_amd_gaia_is_refused_before_any_work(monkeypatch):
 def test_release_refuses_another_cut():
     with pytest.raises(ConfigError, match="recall_cut whole_steps applies to main only"):
         PointOptions(recall_layout="release", recall_cut="whole_steps")
+
+
+@pytest.mark.models
+@pytest.mark.live
+def test_bench_live_times_each_arm_with_the_block_where_the_release_puts_it(monkeypatch):
+    # `bench live --setting none/grouped/release`: GAIA's release freezes the system prompt
+    # "for KV-cache reuse"; the benchmark times its memory runs apart from the no-memory ones
+    # and must run them in that layout (one task, two calls a run: a smoke, not a figure).
+    pytest.importorskip("gaia.agents.base.procedural_memory", reason=WHY)
+    from skillsynth.bench.live import LiveSetting, bench_live
+    from skillsynth.evaluation.live import agent
+
+    layouts = []
+
+    def spy(*args, **kwargs):
+        layouts.append((bool(kwargs["recalled"]), kwargs["recall_layout"]))
+        return run_agent(*args, **kwargs)
+
+    monkeypatch.setattr(agent, "run_agent", spy)
+    figures = bench_live([LiveSetting(order="grouped", layout="release")], tasks=["36"],
+                         step_limit=2, log=lambda _: None)
+    assert layouts == [(False, "release"), (True, "release")] * 2  # the setting, then again
+    first = figures["settings"]["none/grouped/release"]
+    assert first["seconds_per_run"]["n"] == 2
+    assert first["seconds_per_run, no-memory"]["n"] == first["seconds_per_run, oracle-args"]["n"] == 1
+    assert first["seconds_per_run, oracle-args"]["median"] > 0
+    assert figures["settings"]["none/grouped/release again"]["transcripts_identical_to_first"]["n"] == 2

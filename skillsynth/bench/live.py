@@ -1,15 +1,18 @@
-"""Live runs per hour under each decoding setting and run order (``skillsynth bench live``).
+"""Live runs per hour under each decoding, run order and recall layout (``skillsynth bench live``).
 
 A fixed set of live runs (tau2 tasks x the no-memory and oracle-args arms, greedy, no call
 cache) is run once per setting on a fresh chat server: plain decoding, n-gram lookup drafting,
 a draft model (:mod:`skillsynth.models.decoding`), each with the arms of a probe interleaved
 (no memory, memory, next probe...) or grouped (a probe's runs of one arm back to back, so the
-server's prompt cache keeps their shared opening). The first setting runs again last: the
-backend's own noise floor for transcript identity. Figures: seconds per run (median, n), runs
+server's prompt cache keeps their shared opening), and the recalled block where #887 puts it
+(``main``: in the system prompt, before the tool schemas) or where amd-gaia 0.25.1 does
+(``release``: before the user's message, the system prompt frozen "for KV-cache reuse"; the
+release's own claim, measured here). The first setting runs again last: the backend's own noise
+floor for transcript identity. Figures: seconds per run (median, n; all runs and per arm), runs
 per hour, prompt and generated tokens per second, the share of prompt tokens the server took
 from its cache, the share of the model's time spent reading new prompt tokens, draft
-acceptance, the chat server's peak memory, and the share of runs whose
-transcript equals the first setting's.
+acceptance, the chat server's peak memory, and the share of runs whose transcript equals the
+first setting's of the same layout (the layouts' memory prompts differ, so do their answers).
 """
 
 from __future__ import annotations
@@ -31,22 +34,29 @@ ARMS = ("no-memory", "oracle-args")
 
 @dataclass(frozen=True)
 class LiveSetting:
-    """One benchmarked setting: a decoding and a run order (``interleaved`` or ``grouped``)."""
+    """One benchmarked setting: a decoding, a run order (``interleaved`` or ``grouped``) and
+    where the recalled block goes (``main`` or ``release``: ``recall_layout``)."""
 
     decoding: str = "none"
     order: str = "interleaved"
+    layout: str = "main"
 
     @property
     def label(self) -> str:
-        return f"{self.decoding}/{self.order}"
+        """``decoding/order``, with ``/release`` where the layout is the release's (so the
+        labels of earlier records keep their meaning)."""
+        return f"{self.decoding}/{self.order}" + ("/release" if self.layout == "release" else "")
 
 
 def parse_setting(text: str) -> LiveSetting:
-    """``DECODING[/ORDER]``, e.g. ``ngram/grouped``."""
-    decoding, _, order = text.partition("/")
+    """``DECODING[/ORDER][/LAYOUT]``, e.g. ``ngram/grouped`` or ``none/grouped/release``."""
+    decoding, _, rest = text.partition("/")
+    order, _, layout = rest.partition("/")
     if order not in ("", "interleaved", "grouped"):
         raise ValueError(f"run order must be interleaved or grouped, got {order!r}")
-    return LiveSetting(decoding=decoding, order=order or "interleaved")
+    if layout not in ("", "main", "release"):
+        raise ValueError(f"recall layout must be main or release, got {layout!r}")
+    return LiveSetting(decoding=decoding, order=order or "interleaved", layout=layout or "main")
 
 
 class _Metered:
@@ -98,12 +108,15 @@ def bench_live(settings: Sequence[LiveSetting], *, world: str = "tau2:retail",
     The first setting is run again at the end as the noise floor (``<label> again``).
     """
     from ..evaluation.live.agent import run_agent
+    from ..evaluation.live.gaia_context import require_release_renderer
     from ..evaluation.live.worlds import Tau2World, get_world
     from ..evaluation.point.controls import gold_actions, oracle_skill, tool_descriptions
     from ..models.chat import ChatClient
     from ..models.decoding import Decoding
     from ..models.serve import locate_models, serve_local
 
+    if any(s.layout == "release" for s in settings):
+        require_release_renderer()  # before any server starts: amd-gaia renders the block
     w = get_world(world)
     assert isinstance(w, Tau2World)  # every named world is one
     specs = w.tool_specs()
@@ -113,10 +126,11 @@ def bench_live(settings: Sequence[LiveSetting], *, world: str = "tau2:retail",
     models = locate_models(chat=chat)
     plan = [*settings, settings[0]]
     out: dict[str, Any] = {"runs": {}, "settings": {}}
-    first: dict[tuple[str, str], str] = {}
+    first: dict[tuple[str, str, str], str] = {}
     for i, setting in enumerate(plan):
         label = setting.label + (" again" if i == len(plan) - 1 else "")
         walls: list[float] = []
+        by_arm: dict[str, list[float]] = {a: [] for a in ARMS}
         with serve_local(models, embed=False, decoding=Decoding(setting.decoding)) as srv:  # type: ignore[arg-type]
             assert srv.chat is not None
             llm = _Metered(ChatClient(srv.chat))
@@ -126,11 +140,12 @@ def bench_live(settings: Sequence[LiveSetting], *, world: str = "tau2:retail",
                 run = run_agent(llm, w.start(task), tool_specs=specs, policy="",  # type: ignore[arg-type]
                                 recalled=[skills[task]] if arm != ARMS[0] else [],
                                 config=Thresholds(), step_limit=step_limit, temperature=0.0,
-                                seed=0, solo=True)
+                                seed=0, solo=True, recall_layout=setting.layout)  # type: ignore[arg-type]
                 walls.append(time.perf_counter() - t0)
+                by_arm[arm].append(walls[-1])
                 text = _transcript(run)
-                first.setdefault((task, arm), text)
-                same += first[(task, arm)] == text
+                first.setdefault((task, arm, setting.layout), text)
+                same += first[(task, arm, setting.layout)] == text
                 log(f"  {label:<22} task {task:>4} {arm:<11} {walls[-1]:6.1f} s, "
                     f"{run.steps} calls, {run.termination}")
             tm = llm.timings
@@ -139,6 +154,8 @@ def bench_live(settings: Sequence[LiveSetting], *, world: str = "tau2:retail",
         prompt = tm.get("prompt_n", 0.0) + tm.get("cache_n", 0.0)
         out["settings"][label] = {
             "seconds_per_run": {"median": median_of(walls), "n": n, "unit": "s"},
+            **{f"seconds_per_run, {arm}": {"median": median_of(ws), "n": len(ws), "unit": "s"}
+               for arm, ws in by_arm.items()},
             "runs_per_hour": {"value": round(3600 * n / sum(walls), 1), "n": n},
             "generated_tokens_per_s": {
                 "value": round(1000 * tm.get("predicted_n", 0) / tm["predicted_ms"], 2)

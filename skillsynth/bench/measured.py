@@ -157,10 +157,11 @@ def sweep_measurement(raw: dict[str, Any], command: str, *, name: str | None = N
 
 
 def live_measurement(raw: dict[str, Any], command: str, *, name: str = "live") -> Measurement:
-    """``bench live``: each setting's figures, named ``<decoding>/<order>: <figure>``."""
+    """``bench live``: each setting's figures, named ``<setting>: <figure>``."""
     figures = {f"{label}: {k}": v for label, figs in raw["settings"].items()
                for k, v in figs.items()}
-    return measure(name, "Live runs per hour by decoding and run order", command, figures,
+    return measure(name, "Live runs per hour by decoding, run order and recall layout", command,
+                   figures,
                    note="Greedy live runs (tau2 tasks x no memory and oracle-args), no call "
                         "cache, a fresh chat server per setting; the first setting again "
                         "last is the noise floor of transcript identity.")

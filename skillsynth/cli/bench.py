@@ -165,8 +165,10 @@ def _bench_live(args: argparse.Namespace) -> int:
     for label, f in figures["settings"].items():
         same, cache = f["transcripts_identical_to_first"], f["prompt_tokens_from_cache"]
         draft = f["draft_accepted"]
+        arms = ", ".join(f"{k.split(', ')[1]} {v['median']:.1f}" for k, v in f.items()
+                         if k.startswith("seconds_per_run, ") and v["n"])
         print(f"{label:<22} {f['seconds_per_run']['median']:6.1f} s/run median (n="
-              f"{f['seconds_per_run']['n']}), {f['runs_per_hour']['value']:6.1f} runs/h; "
+              f"{f['seconds_per_run']['n']}; {arms}), {f['runs_per_hour']['value']:6.1f} runs/h; "
               f"gen {num(f['generated_tokens_per_s']['value'])} tok/s, prompt "
               f"{num(f['prompt_tokens_per_s']['value'])} tok/s, cached prompt "
               f"{num(cache['value'])}, prompt share of model time "
@@ -446,12 +448,14 @@ def register(sub: Any) -> None:
                    help="keep the runs here (default: a temporary folder, removed)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     _record_options(p, "sweep-SPEC, or sweep-SPEC-dask-TRANSPORT with --cluster")
-    p = command(bes, "live", "live runs per hour by decoding (plain, n-gram, draft model) and "
-                "run order, with greedy transcript identity", _bench_live)
-    p.add_argument("--setting", action="append", default=[], metavar="DECODING[/ORDER]",
+    p = command(bes, "live", "live runs per hour by decoding (plain, n-gram, draft model), "
+                "run order and recall layout, with greedy transcript identity", _bench_live)
+    p.add_argument("--setting", action="append", default=[],
+                   metavar="DECODING[/ORDER[/LAYOUT]]",
                    help="a setting to measure (repeatable; decoding none, ngram or draft, "
-                   "order interleaved or grouped; default none, none/grouped, ngram/grouped, "
-                   "draft/grouped); the first runs again last as the noise floor")
+                   "order interleaved or grouped, layout main or release: where the recalled "
+                   "block goes, release needing amd-gaia; default none, none/grouped, "
+                   "ngram/grouped, draft/grouped); the first runs again last as the noise floor")
     p.add_argument("--world", default="tau2:retail", help="the tau2 world (default tau2:retail)")
     p.add_argument("--tasks", nargs="+", default=["36", "70", "71"], metavar="ID",
                    help="the tasks, each run in the no-memory and oracle-args arms")
