@@ -125,13 +125,13 @@ def test_a_point_distils_by_trace_with_no_model_call_and_records_how(tmp_path):
                     FakeBrokenChat(), FakeFamilyEmbedder(), tmp_path / "trace")
     assert res.summary["pass"]["status"] == "ran" and res.summary["pass"]["llm_calls"] == 0
     assert res.summary["pass"]["added"] == 2  # invoice and mail; jira is below min_steps
-    assert res.summary["versions"]["distill_prompt"] == "trace-v1"
+    assert res.summary["versions"]["distill_prompt"] == "trace-v1-sources-v2"
     assert res.kpis["validity_gaia691"].value == 1.0 == res.kpis["validity_agentskills"].value
     llm = FakeDistiller()
     res = run_point(EvalConfig(str(db), thresholds=th, n_boot=100,
                                distill_args="provenance"), llm, FakeFamilyEmbedder(),
                     tmp_path / "prov")
-    assert llm.calls == 2 and res.summary["versions"]["distill_prompt"] == "distill-v3-provenance"
+    assert llm.calls == 2 and res.summary["versions"]["distill_prompt"] == "distill-v3-provenance-sources-v2"
 
 
 def test_gaias_own_pass_refuses_other_distillation_by_name():

@@ -13,7 +13,7 @@ from skillsynth.errors import PlanError, SkillError
 from skillsynth.pipeline.cluster import Cluster
 from skillsynth.pipeline.detect import SessionSequence
 from skillsynth.pipeline.distill import distill_trace
-from skillsynth.pipeline.induce import induce_plan, read_result
+from skillsynth.pipeline.induce import induce_plan
 from skillsynth.pipeline.plan import (
     MAX_PLAN_CHARS,
     Const,
@@ -31,6 +31,7 @@ from skillsynth.pipeline.plan import (
     strip_plan,
     with_plan,
 )
+from skillsynth.pipeline.provenance import read_result
 from skillsynth.pipeline.resolve import resolve_binding, resolve_path
 from skillsynth.pipeline.skill import PROFILES, Skill, validate_dir, validate_gaia691
 from skillsynth.store import ToolCall

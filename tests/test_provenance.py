@@ -72,6 +72,30 @@ def test_each_value_is_traced_to_the_nearest_result_the_customer_or_a_constant()
     assert source_counts(got) == {"step": 5, "customer": 3, "constant": 2, "unknown": 0}
 
 
+def test_results_cut_as_gaia_stores_them_keep_the_paths_before_the_cut():
+    # GAIA keeps 500 characters of a result: the order's id and its first item lie before
+    # the cut and keep their fields; the second item's id is cut through, so it is found only
+    # in the text (the step, no path); a value past the cut is not in the step at all.
+    order = {"order_id": "#W6390527", "notes": "n" * 380,
+             "items": [{"item_id": "8538875209"}, {"item_id": "1111111111"}],
+             "tail": "t" * 600}
+    cut = json.dumps(order)[:500]
+    assert cut.count("1111111111") == 1 and not cut.endswith("1111111111\"}")
+    cut = cut[:cut.index("1111111111") + 10]  # the cut falls inside the second item
+    calls = [TracedCall("get_order_details", {"order_id": "#W6390527"}, cut),
+             TracedCall("return_delivered_order_items",
+                        {"order_id": "#W6390527", "item_ids": ["8538875209", "1111111111"],
+                         "reason": "t" * 30}, "")]
+    got = argument_sources(calls, "return order #W6390527")[1]
+    assert got["order_id"] == (ArgSource("step", step=1, path="order_id"),)
+    assert got["item_ids"] == (ArgSource("step", step=1, path="items[].item_id"),
+                               ArgSource("step", step=1, path=""))
+    assert got["reason"] == (ArgSource("unknown"),)  # "t" * 600 lies past the cut
+    assert describe_sources(got).startswith("order_id = the order_id in step 1's result; "
+                                            "item_ids = the items[].item_id in step 1's "
+                                            "result and step 1's result")
+
+
 def test_a_value_found_nowhere_is_unknown_and_short_values_match_only_whole():
     calls = [TracedCall("a", {}, json.dumps({"qty": 12, "code": "AB12"})),
              TracedCall("b", {"qty": 1, "code": "AB", "note": "secret-ish"}, "")]

@@ -34,13 +34,12 @@ among the values at a path holding every member's every element (the members may
 different numbers of them).
 
 Results are read as GAIA stores them: cut at 500 characters, so a JSON result is read as
-its longest complete prefix (:func:`read_result`); a path verified on the prefix may find
+its longest complete prefix (:func:`~.provenance.read_result`); a path verified on the prefix may find
 several values in the full result, which the executor refuses (the several-values rule).
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
@@ -67,49 +66,14 @@ from .plan import (
     PlanStop,
     StopReason,
 )
-from .provenance import ArgSource, TracedCall, argument_sources, session_calls
-from .resolve import parse_result, resolve_binding, resolve_path, value_key
+from .provenance import ArgSource, TracedCall, argument_sources, read_result, session_calls
+from .resolve import resolve_binding, resolve_path, value_key
 from .skill import TOOL_RE
 
 if TYPE_CHECKING:
     from .detect import SessionSequence
 
-__all__ = ["induce_plan", "read_result"]
-
-
-def read_result(text: str) -> Any:
-    """A stored result as JSON, else its longest complete JSON prefix (GAIA keeps 500
-    characters), else the text."""
-    parsed = parse_result(text)
-    if not isinstance(parsed, str) or not text.lstrip().startswith(("{", "[")):
-        return parsed
-    stack: list[str] = []
-    cut: tuple[int, str] | None = None
-    in_str, i = False, 0
-    while i < len(text):
-        ch = text[i]
-        if in_str:
-            i += 2 if ch == "\\" else 1
-            in_str = ch != '"'
-            continue
-        if ch == '"':
-            in_str = True
-        elif ch in "{[":
-            stack.append("}" if ch == "{" else "]")
-        elif ch in "}]":
-            if not stack:
-                return text
-            stack.pop()
-            cut = (i + 1, "".join(reversed(stack)))
-        elif ch == ",":  # everything before it is complete
-            cut = (i, "".join(reversed(stack)))
-        i += 1
-    if cut is None:
-        return text
-    try:
-        return json.loads(text[:cut[0]] + cut[1])
-    except ValueError:
-        return text
+__all__ = ["induce_plan"]
 
 
 # ---------------------------------------------------------------------- values

@@ -11,7 +11,10 @@ The rule, for each scalar value of a call's arguments (a list's elements one by 
 1. **step**: the value is a leaf of an earlier call's result (parsed as JSON; the nearest
    earlier step wins, the shallowest path within it). The path generalises list positions to
    ``[]`` and names keys, e.g. ``orders[].order_id``; a value that is a *key* of an object
-   (``payment_methods.<key>``) is named by the object's path and ``<key>``.
+   (``payment_methods.<key>``) is named by the object's path and ``<key>``. A result cut
+   short (GAIA keeps 500 characters) is read as its longest complete JSON prefix
+   (:func:`read_result`), so the fields before the cut keep their paths; a value only in its
+   text (in the element the cut broke) is the step's result with no path.
 2. **customer**: else, the value occurs in the customer's words (case-insensitive, as a
    whole token for numbers and one- or two-character strings).
 3. **constant**: else, a boolean, ``None``, or a value the tool's schema lists in ``enum``.
@@ -32,9 +35,14 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from .detect import SessionSequence
 
-__all__ = ["VARIABLE", "ArgSource", "SourceKind", "StepFlow", "TracedCall", "argument_sources",
+__all__ = ["SOURCES_VERSION", "VARIABLE", "ArgSource", "SourceKind", "StepFlow", "TracedCall", "argument_sources",
            "cluster_dataflow", "describe_sources", "enum_values", "every_source",
-           "scalar_values", "session_calls", "source_counts"]
+           "read_result", "scalar_values", "session_calls", "source_counts"]
+
+#: How results are read for sources, recorded with every design that states them
+#: (``sources-v1`` read a result cut short as text, so the fields of GAIA's 500-character
+#: results lost their paths: "step 5's result" for "the order_id in step 5's result").
+SOURCES_VERSION = "sources-v2"
 
 SourceKind = Literal["step", "customer", "constant", "unknown"]
 #: A string value shorter than this is matched in the customer's words as a whole token only.
@@ -79,11 +87,42 @@ class ArgSource:
 
 
 # ---------------------------------------------------------------------- matching
-def _parse(result: str) -> Any:
+def read_result(text: str) -> Any:
+    """A stored result as JSON, else its longest complete JSON prefix (GAIA keeps 500
+    characters), else the text."""
     try:
-        return json.loads(result)
+        parsed = json.loads(text)
     except (TypeError, ValueError):
-        return result
+        parsed = text
+    if not isinstance(parsed, str) or not text.lstrip().startswith(("{", "[")):
+        return parsed
+    stack: list[str] = []
+    cut: tuple[int, str] | None = None
+    in_str, i = False, 0
+    while i < len(text):
+        ch = text[i]
+        if in_str:
+            i += 2 if ch == "\\" else 1
+            in_str = ch != '"'
+            continue
+        if ch == '"':
+            in_str = True
+        elif ch in "{[":
+            stack.append("}" if ch == "{" else "]")
+        elif ch in "}]":
+            if not stack:
+                return text
+            stack.pop()
+            cut = (i + 1, "".join(reversed(stack)))
+        elif ch == ",":  # everything before it is complete
+            cut = (i, "".join(reversed(stack)))
+        i += 1
+    if cut is None:
+        return text
+    try:
+        return json.loads(text[:cut[0]] + cut[1])
+    except ValueError:
+        return text
 
 
 def _leaves(node: Any, path: str = "") -> Iterator[tuple[str, Any, bool]]:
@@ -107,16 +146,17 @@ def _same(value: Any, leaf: Any) -> bool:
     return str(value) == str(leaf)
 
 
-def _in_result(value: Any, result: Any) -> str | None:
-    """The shallowest path at which ``value`` is a leaf (or key) of ``result``, or None."""
+def _in_result(value: Any, result: Any, text: str) -> str | None:
+    """The shallowest path at which ``value`` is a leaf (or key) of ``result`` (the result
+    ``text`` as read), else ``""`` where the text holds it, or None."""
     if value is None or isinstance(value, bool) or str(value) == "":
         return None
     found = [(p.count(".") + p.count("[]"), p) for p, leaf, _ in _leaves(result)
              if _same(value, leaf)]
     if found:
         return min(found)[1]
-    if isinstance(result, str) and len(str(value)) >= MIN_MATCH_CHARS and str(value) in result:
-        return ""  # a text result that holds it
+    if len(str(value)) >= MIN_MATCH_CHARS and str(value) in text:
+        return ""  # a text result, or the part of a cut one its prefix leaves out
     return None
 
 
@@ -152,10 +192,10 @@ def enum_values(specs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, tuple
 
 
 # ---------------------------------------------------------------------- the analysis
-def _source(value: Any, step: int, results: Sequence[Any], customer: str,
+def _source(value: Any, step: int, results: Sequence[tuple[Any, str]], customer: str,
             allowed: tuple[Any, ...]) -> ArgSource:
     for k in range(step - 1, 0, -1):  # the nearest earlier result first
-        path = _in_result(value, results[k - 1])
+        path = _in_result(value, *results[k - 1])
         if path is not None:
             return ArgSource("step", step=k, path=path)
     if _in_words(value, customer):
@@ -176,7 +216,7 @@ def argument_sources(calls: Sequence[TracedCall], customer: str, *,
         customer: everything the customer said or the agent was told by them.
         enums: tool -> argument -> allowed values (:func:`enum_values`), for constants.
     """
-    results = [_parse(c.result) for c in calls]
+    results = [(read_result(c.result), c.result) for c in calls]
     out = []
     for i, c in enumerate(calls, 1):
         allowed = (enums or {}).get(c.name, {})
@@ -194,7 +234,7 @@ def every_source(calls: Sequence[TracedCall], customer: str
     holds it (nearest first), then the customer's words; empty where neither holds it.
     A value is often in several results (an order id in the user's details and the order's),
     and a statement that names any of them names a source the run confirms."""
-    results = [_parse(c.result) for c in calls]
+    results = [(read_result(c.result), c.result) for c in calls]
     out = []
     for i, c in enumerate(calls, 1):
         per_arg = {}
@@ -202,7 +242,7 @@ def every_source(calls: Sequence[TracedCall], customer: str
             per_value = []
             for v in scalar_values(value):
                 found = [ArgSource("step", step=k, path=path) for k in range(i - 1, 0, -1)
-                         if (path := _in_result(v, results[k - 1])) is not None]
+                         if (path := _in_result(v, *results[k - 1])) is not None]
                 per_value.append(tuple(found) + ((ArgSource("customer"),)
                                                  if _in_words(v, customer) else ()))
             per_arg[str(arg)] = tuple(per_value)

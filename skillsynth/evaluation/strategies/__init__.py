@@ -62,6 +62,7 @@ from ...pipeline.distill import (
     Distiller,
     DistillMode,
 )
+from ...pipeline.provenance import SOURCES_VERSION
 from ...pipeline.recall import RECALL_KEYS, Recall, RecallKey, recall, recall_index
 from ...pipeline.synthesize import PassReport, synthesize_skills
 from ...pipeline.verify import Verifier, VerifyRule
@@ -183,11 +184,12 @@ class Strategy:
 
     def distill_prompt(self, args: DistillArgs = "none", distiller: Distiller = "llm") -> str:
         """The version of the distillation prompt this design's pass sends (for records):
-        the trace rule's where no model distils, with the arguments shown where any are."""
+        the trace rule's where no model distils, with the arguments shown where any are and
+        how their sources were read where sources are stated."""
         if distiller == "trace":
-            return TRACE_VERSION + ("-values" if args == "values" else "")
-        return PROMPT_VERSION + ("" if args == "none" else
-                                 f"-{VALUES_VERSION}" if args == "values" else f"-{args}")
+            return TRACE_VERSION + ("-values" if args == "values" else f"-{SOURCES_VERSION}")
+        return PROMPT_VERSION + ("" if args == "none" else f"-{VALUES_VERSION}"
+                                 if args == "values" else f"-{args}-{SOURCES_VERSION}")
 
     def check_distillation(self, args: DistillArgs, distiller: Distiller) -> None:
         """Raise ConfigError unless this design's pass can distil as asked (its own does)."""
