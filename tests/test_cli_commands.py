@@ -115,8 +115,11 @@ def test_sigterm_stops_a_sweep_as_ctrl_c_does(tmp_path):
             "sys.exit(main(['sweep', 'spec.yaml']))\n")
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    assert proc.stdout is not None and proc.stdout.readline() == "waiting\n"
-    proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=60)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "waiting\n"
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()  # a no-op once it has ended
     assert proc.returncode == 130, err
     assert out == "finally ran\n" and "interrupted" in err

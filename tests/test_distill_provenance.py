@@ -131,7 +131,8 @@ def test_a_point_distils_by_trace_with_no_model_call_and_records_how(tmp_path):
     res = run_point(EvalConfig(str(db), thresholds=th, n_boot=100,
                                distill_args="provenance"), llm, FakeFamilyEmbedder(),
                     tmp_path / "prov")
-    assert llm.calls == 2 and res.summary["versions"]["distill_prompt"] == "distill-v3-provenance-sources-v2"
+    assert llm.calls == 2
+    assert res.summary["versions"]["distill_prompt"] == "distill-v3-provenance-sources-v2"
 
 
 def test_gaias_own_pass_refuses_other_distillation_by_name():

@@ -96,6 +96,25 @@ def test_results_cut_as_gaia_stores_them_keep_the_paths_before_the_cut():
                                             "result and step 1's result")
 
 
+def test_a_whole_result_is_searched_by_its_fields_not_as_text():
+    # "economy" is inside a key of a result that parses whole: not a leaf, so the customer's
+    # words are its source (only a text result, or a cut one's broken tail, is read as text)
+    calls = [TracedCall("prices", {}, json.dumps({"prices": {"basic_economy": 3}})),
+             TracedCall("book", {"cabin": "economy"}, "")]
+    assert argument_sources(calls, "one economy seat")[1]["cabin"] == (ArgSource("customer"),)
+
+
+def test_a_path_through_a_field_named_after_a_passed_value_says_the_step_alone():
+    # the baggage count is found under available_seats.economy, and the run books economy:
+    # the path would carry the customer's cabin into the procedure
+    seats = {"flights": [{"available_seats": {"economy": 2, "business": 5}}]}
+    calls = [TracedCall("search", {}, json.dumps(seats)),
+             TracedCall("book", {"cabin": "economy", "total_baggages": 2}, "")]
+    got = argument_sources(calls, "economy please")[1]
+    assert got["total_baggages"] == (ArgSource("step", step=1, path=""),)
+    assert "economy" not in describe_sources({"total_baggages": got["total_baggages"]})
+
+
 def test_a_value_found_nowhere_is_unknown_and_short_values_match_only_whole():
     calls = [TracedCall("a", {}, json.dumps({"qty": 12, "code": "AB12"})),
              TracedCall("b", {"qty": 1, "code": "AB", "note": "secret-ish"}, "")]

@@ -12,7 +12,8 @@ floor for transcript identity. Figures: seconds per run (median, n; all runs and
 per hour, prompt and generated tokens per second, the share of prompt tokens the server took
 from its cache, the share of the model's time spent reading new prompt tokens, draft
 acceptance, the chat server's peak memory, and the share of runs whose transcript equals the
-first setting's of the same layout (the layouts' memory prompts differ, so do their answers).
+first setting's of the same layout (the layouts' memory prompts differ, so do their answers;
+the first setting of each layout has no figure, n = 0).
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ..config import Thresholds
+from ..evaluation.live.gaia_context import RecallLayout
 from ._stats import median_of, share
 
 __all__ = ["LiveSetting", "bench_live", "parse_setting"]
@@ -39,7 +41,7 @@ class LiveSetting:
 
     decoding: str = "none"
     order: str = "interleaved"
-    layout: str = "main"
+    layout: RecallLayout = "main"
 
     @property
     def label(self) -> str:
@@ -56,7 +58,8 @@ def parse_setting(text: str) -> LiveSetting:
         raise ValueError(f"run order must be interleaved or grouped, got {order!r}")
     if layout not in ("", "main", "release"):
         raise ValueError(f"recall layout must be main or release, got {layout!r}")
-    return LiveSetting(decoding=decoding, order=order or "interleaved", layout=layout or "main")
+    return LiveSetting(decoding=decoding, order=order or "interleaved",
+                       layout=cast(RecallLayout, layout or "main"))
 
 
 class _Metered:
@@ -134,18 +137,20 @@ def bench_live(settings: Sequence[LiveSetting], *, world: str = "tau2:retail",
         with serve_local(models, embed=False, decoding=Decoding(setting.decoding)) as srv:  # type: ignore[arg-type]
             assert srv.chat is not None
             llm = _Metered(ChatClient(srv.chat))
-            same = 0
+            same = compared = 0
             for task, arm in _order(tasks, setting.order):
                 t0 = time.perf_counter()
                 run = run_agent(llm, w.start(task), tool_specs=specs, policy="",  # type: ignore[arg-type]
                                 recalled=[skills[task]] if arm != ARMS[0] else [],
                                 config=Thresholds(), step_limit=step_limit, temperature=0.0,
-                                seed=0, solo=True, recall_layout=setting.layout)  # type: ignore[arg-type]
+                                seed=0, solo=True, recall_layout=setting.layout)
                 walls.append(time.perf_counter() - t0)
                 by_arm[arm].append(walls[-1])
-                text = _transcript(run)
-                first.setdefault((task, arm, setting.layout), text)
-                same += first[(task, arm, setting.layout)] == text
+                text, key = _transcript(run), (task, arm, setting.layout)
+                if key in first:  # the first setting of a layout has nothing to equal
+                    compared += 1
+                    same += first[key] == text
+                first.setdefault(key, text)
                 log(f"  {label:<22} task {task:>4} {arm:<11} {walls[-1]:6.1f} s, "
                     f"{run.steps} calls, {run.termination}")
             tm = llm.timings
@@ -172,7 +177,7 @@ def bench_live(settings: Sequence[LiveSetting], *, world: str = "tau2:retail",
                 "unit": "tokens"},
             "draft_accepted": share(int(tm.get("draft_n_accepted", 0)),
                                     int(tm.get("draft_n", 0))),
-            "transcripts_identical_to_first": share(same, n),
+            "transcripts_identical_to_first": share(same, compared),
             "chat_server_peak_mib": {"value": None if peak is None else round(peak / 1024),
                                      "n": 1}}
     return out

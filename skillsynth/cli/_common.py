@@ -40,8 +40,8 @@ def sigterm_as_interrupt() -> Iterator[None]:
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    finally:  # None: a handler not set from Python, which cannot be put back from it
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
 def print_json(obj: Any) -> None:

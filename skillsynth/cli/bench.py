@@ -167,7 +167,7 @@ def _bench_live(args: argparse.Namespace) -> int:
         draft = f["draft_accepted"]
         arms = ", ".join(f"{k.split(', ')[1]} {v['median']:.1f}" for k, v in f.items()
                          if k.startswith("seconds_per_run, ") and v["n"])
-        print(f"{label:<22} {f['seconds_per_run']['median']:6.1f} s/run median (n="
+        print(f"{label:<28} {f['seconds_per_run']['median']:6.1f} s/run median (n="
               f"{f['seconds_per_run']['n']}; {arms}), {f['runs_per_hour']['value']:6.1f} runs/h; "
               f"gen {num(f['generated_tokens_per_s']['value'])} tok/s, prompt "
               f"{num(f['prompt_tokens_per_s']['value'])} tok/s, cached prompt "

@@ -34,8 +34,9 @@ among the values at a path holding every member's every element (the members may
 different numbers of them).
 
 Results are read as GAIA stores them: cut at 500 characters, so a JSON result is read as
-its longest complete prefix (:func:`~.provenance.read_result`); a path verified on the prefix may find
-several values in the full result, which the executor refuses (the several-values rule).
+its longest complete prefix (:func:`~.provenance.read_result`); a path verified on the prefix
+may find several values in the full result, which the executor refuses (the several-values
+rule).
 """
 
 from __future__ import annotations

@@ -35,9 +35,9 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from .detect import SessionSequence
 
-__all__ = ["SOURCES_VERSION", "VARIABLE", "ArgSource", "SourceKind", "StepFlow", "TracedCall", "argument_sources",
-           "cluster_dataflow", "describe_sources", "enum_values", "every_source",
-           "read_result", "scalar_values", "session_calls", "source_counts"]
+__all__ = ["SOURCES_VERSION", "VARIABLE", "ArgSource", "SourceKind", "StepFlow", "TracedCall",
+           "argument_sources", "cluster_dataflow", "describe_sources", "enum_values",
+           "every_source", "read_result", "scalar_values", "session_calls", "source_counts"]
 
 #: How results are read for sources, recorded with every design that states them
 #: (``sources-v1`` read a result cut short as text, so the fields of GAIA's 500-character
@@ -146,9 +146,19 @@ def _same(value: Any, leaf: Any) -> bool:
     return str(value) == str(leaf)
 
 
+def _read(text: str) -> tuple[Any, str]:
+    """A result as sources read it: (its JSON, "") when it parses whole, else (its longest
+    complete JSON prefix or the text, the text): only a text result, or the part of a cut one
+    its prefix leaves out, is searched as text."""
+    try:
+        return json.loads(text), ""
+    except (TypeError, ValueError):
+        return read_result(text), text
+
+
 def _in_result(value: Any, result: Any, text: str) -> str | None:
-    """The shallowest path at which ``value`` is a leaf (or key) of ``result`` (the result
-    ``text`` as read), else ``""`` where the text holds it, or None."""
+    """The shallowest path at which ``value`` is a leaf (or key) of ``result``, else ``""``
+    where ``text`` (a result that does not parse whole: :func:`_read`) holds it, or None."""
     if value is None or isinstance(value, bool) or str(value) == "":
         return None
     found = [(p.count(".") + p.count("[]"), p) for p, leaf, _ in _leaves(result)
@@ -216,15 +226,27 @@ def argument_sources(calls: Sequence[TracedCall], customer: str, *,
         customer: everything the customer said or the agent was told by them.
         enums: tool -> argument -> allowed values (:func:`enum_values`), for constants.
     """
-    results = [(read_result(c.result), c.result) for c in calls]
+    results = [_read(c.result) for c in calls]
+    passed = {str(v) for c in calls for v in scalar_values(dict(c.arguments))}
     out = []
     for i, c in enumerate(calls, 1):
         allowed = (enums or {}).get(c.name, {})
-        out.append({str(arg): tuple(_source(v, i, results, customer,
-                                            tuple(allowed.get(str(arg), ())))
+        out.append({str(arg): tuple(_unspoken(_source(v, i, results, customer,
+                                                      tuple(allowed.get(str(arg), ()))), passed)
                                     for v in scalar_values(value))
                     for arg, value in c.arguments.items()})
     return out
+
+
+def _unspoken(src: ArgSource, passed: set[str]) -> ArgSource:
+    """A step source whose path names a field after a value the run passes as an argument
+    (a seat count under ``available_seats.economy`` where the customer flies economy, a card
+    under its id) says the step alone: a path must not carry user data."""
+    if src.kind != "step" or not src.path:
+        return src
+    if any(part in passed for part in re.split(r"\.|\[\]", src.path) if part):
+        return ArgSource("step", step=src.step, path="")
+    return src
 
 
 def every_source(calls: Sequence[TracedCall], customer: str
@@ -234,7 +256,7 @@ def every_source(calls: Sequence[TracedCall], customer: str
     holds it (nearest first), then the customer's words; empty where neither holds it.
     A value is often in several results (an order id in the user's details and the order's),
     and a statement that names any of them names a source the run confirms."""
-    results = [(read_result(c.result), c.result) for c in calls]
+    results = [_read(c.result) for c in calls]
     out = []
     for i, c in enumerate(calls, 1):
         per_arg = {}
