@@ -247,6 +247,40 @@ def test_sweep_dry_run_plans_points_and_writes_nothing(tmp_path, capsys):
     assert _tree(tmp_path) == before  # no spec.yaml, no corpus, no summary
 
 
+def test_a_point_another_version_ran_is_stale_and_the_sweep_refuses_to_mix_it_in(tmp_path,
+                                                                                capsys):
+    # a finished point whose recorded distill prompt is not the one this code sends (its
+    # procedures would be written differently now) is named, not silently skipped beside
+    # points this version runs under the same ids
+    import yaml
+
+    from skillsynth.cli import main
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump({
+        "name": "mixed", "corpus": {"synthetic": {"families": 3, "seed": 5, "attempts": 4}},
+        "backend": "local", "workers": 1,
+        "grid": {"strategy": ["none", "skillsynth"], "similarity_tau": [0.5],
+                 "min_occurrences": [3], "max_recall_body_chars": [1500]}}))
+    results = tmp_path / "results"
+    assert main(["sweep", str(spec), "--results", str(results), "--dry-run"]) == 0
+    ids = [line.split()[1] for line in capsys.readouterr().out.splitlines()[1:3]]
+    for pid, prompt in zip(ids, ["distill-v3", "distill-v0"], strict=True):
+        (results / "mixed" / "points" / pid).mkdir(parents=True)
+        (results / "mixed" / "points" / pid / "summary.json").write_text(
+            json.dumps({"versions": {"distill_prompt": prompt, "replay_rule": "replay-v1"}}))
+    assert main(["sweep", str(spec), "--results", str(results), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert f"done   {ids[0]}" in out and f"stale  {ids[1]}" in out
+    assert "would run 0 of 2" in out and "1 stale point(s)" in out
+    before = _tree(tmp_path)
+    assert main(["sweep", str(spec), "--results", str(results)]) == 1
+    err = capsys.readouterr().err
+    assert ids[1] in err and "distill prompt distill-v0, now distill-v3" in err
+    assert ids[0] not in err
+    assert _tree(tmp_path) == before  # refused before anything was written or started
+
+
 def test_corpus_import_dry_run_counts_what_it_would_do_and_writes_nothing(tmp_path, capsys):
     from skillsynth.cli import main
     from skillsynth.corpora import import_corpus

@@ -1,7 +1,9 @@
 """What ``skillsynth sweep SPEC`` would do, before it does it (``--dry-run``): nothing written.
 
-Each point is ``done`` (its ``summary.json`` exists: skipped), ``resume`` (a folder without a
-summary: a killed or invalid point, cleaned and redone) or ``new``. The model-call estimate is an
+Each point is ``done`` (its ``summary.json`` exists: skipped), ``stale`` (done, by a skillsynth
+that distils or replays it differently: a run refuses to resume until its folder is moved
+aside), ``resume`` (a folder without a summary: a killed or invalid point, cleaned and redone)
+or ``new``. The model-call estimate is an
 upper bound where the spec fixes it (a live point: probes x 2 arms x repeats agent runs of at
 most ``step_limit`` calls each, plus a synthesis pass of at most one distillation per cluster);
 answered calls in the cache cost nothing, so a warm re-run costs far less.
@@ -14,11 +16,12 @@ from pathlib import Path
 from typing import Literal
 
 from ..point.summary import SUMMARY
+from .resume import stale_points
 from .spec import SweepSpec, expand_points
 
 __all__ = ["PlannedPoint", "SweepPlan", "plan_sweep"]
 
-PointState = Literal["done", "resume", "new"]
+PointState = Literal["done", "stale", "resume", "new"]
 
 
 @dataclass(frozen=True)
@@ -27,7 +30,7 @@ class PlannedPoint:
 
     Attributes:
         id: the point's id (its folder under ``points/``).
-        state: ``done``, ``resume`` or ``new`` (module docstring).
+        state: ``done``, ``stale``, ``resume`` or ``new`` (module docstring).
         strategy: the design or control it runs.
         live_runs: agent runs it would make (probes x arms x repeats); None: not live, or the
             probes are known only once the corpus is built.
@@ -51,7 +54,7 @@ class SweepPlan:
 
     def to_run(self) -> list[PlannedPoint]:
         """The points a run would execute (new and resumed)."""
-        return [p for p in self.points if p.state != "done"]
+        return [p for p in self.points if p.state not in ("done", "stale")]
 
     def lines(self) -> list[str]:
         """The plan in words, one line per point, then a total."""
@@ -64,6 +67,10 @@ class SweepPlan:
         calls = [p.max_agent_calls for p in todo if p.max_agent_calls is not None]
         out.append(f"would run {len(todo)} of {len(self.points)} point(s)"
                    + (f"; live agent calls <= {sum(calls)} before the cache" if calls else ""))
+        stale = sum(p.state == "stale" for p in self.points)
+        if stale:
+            out.append(f"refused as it stands: {stale} stale point(s), run by another version "
+                       "of skillsynth; move their folders out of points/ to run them again")
         return out
 
 
@@ -72,11 +79,13 @@ def plan_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval
     """The sweep's plan (see the module docstring); reads the run folder, writes nothing."""
     spec = spec if isinstance(spec, SweepSpec) else SweepSpec.load(spec)
     run_dir = (Path(results_root) / spec.name).resolve()
+    points = expand_points(spec)
+    stale = stale_points(spec, points, run_dir)
     planned = []
-    for p in expand_points(spec):
+    for p in points:
         folder = run_dir / "points" / p.id
-        state: PointState = "done" if (folder / SUMMARY).exists() else \
-            "resume" if folder.exists() else "new"
+        state: PointState = "stale" if p.id in stale else "done" \
+            if (folder / SUMMARY).exists() else "resume" if folder.exists() else "new"
         opts = p.point_options(spec)
         runs = None
         if opts.live and opts.tasks:

@@ -6,6 +6,10 @@ its explicit points, and the order of each grid axis's values after the first (a
 point takes each axis's first value, so that one stays). A resumed spec may add points or
 grid values (each finished point is still a point of the grown spec, with the same
 settings); a spec that changes or drops anything else is another sweep.
+
+A finished point is also refused when the skillsynth resuming it would distil or replay it
+differently (:func:`stale_points`: its recorded distill prompt or replay rule is not the one
+this code sends), so a sweep's figures never mix versions under one point id.
 """
 
 from __future__ import annotations
@@ -16,11 +20,14 @@ from typing import Any
 
 import yaml
 
-from ...errors import ConfigError
+from ...errors import ConfigError, SkillsynthError
+from ..point.estimate import RULE
 from ..point.options import PointOptions
-from .spec import RUN_ONLY_KEYS, SweepSpec
+from ..point.summary import SUMMARY, PointSummary
+from ..strategies import get_strategy
+from .spec import RUN_ONLY_KEYS, Point, SweepSpec
 
-__all__ = ["check_resume", "extends", "identity"]
+__all__ = ["check_fresh", "check_resume", "extends", "identity", "stale_points"]
 
 
 def check_resume(spec: SweepSpec, run_dir: Path) -> str:
@@ -74,3 +81,42 @@ def _unordered(values: Any) -> list[str]:
     items = [json.dumps(v, sort_keys=True)
              for v in (values if isinstance(values, list) else [values])]
     return items[:1] + sorted(items[1:])
+
+
+def stale_points(spec: SweepSpec, points: list[Point], run_dir: Path
+                 ) -> dict[str, list[tuple[str, str, str]]]:
+    """Finished points of ``run_dir`` this skillsynth would not run the same way: point id ->
+    (what, recorded, now) for the distill prompt and the replay rule that differ. A point
+    whose recorded versions this code cannot name (a design whose package is missing) is not
+    judged here; running it would fail loudly anyway."""
+    out: dict[str, list[tuple[str, str, str]]] = {}
+    for p in points:
+        summary = run_dir / "points" / p.id / SUMMARY
+        if not summary.exists():
+            continue
+        recorded = PointSummary.load(summary).versions
+        opts = p.point_options(spec)
+        try:
+            prompt = get_strategy(p.strategy).distill_prompt(opts.distill_args, opts.distiller)
+        except SkillsynthError:
+            continue
+        differ = [(what, old, new) for what, old, new in
+                  (("distill prompt", recorded.distill_prompt, prompt),
+                   ("replay rule", recorded.replay_rule, RULE))
+                  if old is not None and old != new]
+        if differ:
+            out[p.id] = differ
+    return out
+
+
+def check_fresh(spec: SweepSpec, points: list[Point], run_dir: Path) -> None:
+    """Refuse to resume a run folder whose finished points :func:`stale_points` names."""
+    stale = stale_points(spec, points, run_dir)
+    if stale:
+        said = "; ".join(f"{pid} ({', '.join(f'{w} {o}, now {n}' for w, o, n in d)})"
+                         for pid, d in stale.items())
+        raise ConfigError(f"{len(stale)} finished point(s) of {run_dir} were run by another "
+                          f"version of skillsynth, so the sweep would mix versions: {said}. "
+                          "Move each such point's folder out of points/ (it is kept as it is) "
+                          "to run it again, or resume with the skillsynth that ran it",
+                          source=str(run_dir / "points"))

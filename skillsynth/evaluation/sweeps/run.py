@@ -41,7 +41,7 @@ from ..point.record import RunRecord, utc_now
 from ..point.summary import SUMMARY, PointSummary
 from .notebooks import find_notebook
 from .results_url import is_url
-from .resume import check_resume
+from .resume import check_fresh, check_resume
 from .shipping import MergeCounts, Shipper
 from .similarity import similarities_with
 from .spec import GRID_KEYS, Point, SweepSpec, expand_points
@@ -244,7 +244,8 @@ def run_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval/
         on_point: called with each point's id as soon as it has finished.
 
     Raises:
-        ConfigError: the run folder holds a different spec (resume only the same sweep).
+        ConfigError: the run folder holds a different spec (resume only the same sweep), or
+            finished points another version of skillsynth ran (:func:`.resume.stale_points`).
         EvaluationError: the scheduler cannot be reached, or its workers lack skillsynth at
             this version or cannot write the run folder or the cache (nothing has run).
     """
@@ -261,6 +262,7 @@ def run_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval/
     spec_text = check_resume(spec, run_dir)
     notebook = find_notebook("sweep_point.ipynb")
     points = expand_points(spec)
+    check_fresh(spec, points, run_dir)
     todo = [p for p in points if not (run_dir / "points" / p.id / SUMMARY).exists()]
     skipped = tuple(p.id for p in points if p not in todo)
     n_workers = max(1, min(workers or spec.workers, len(todo) or 1))
