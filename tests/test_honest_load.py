@@ -150,6 +150,7 @@ def test_the_report_names_missing_points_and_a_rolling_runs_history(tmp_path):
     assert m.figures["a: step_reduction"]["estimate"] == "replay"
     assert not any(name.startswith("b:") for name in m.figures)
     assert "1 of 2 point(s) finished; missing: b (PointInvalid" in m.note
+    assert f"Distill prompt: {res.summary['versions']['distill_prompt']}." in m.note
     record(m, tmp_path / "figures")
     assert "a: recall_hit_rate" in render(tmp_path / "figures")
 

@@ -92,6 +92,18 @@ def _plan_use(run: Run) -> dict[str, Any]:
             for pid, row in table.iterrows() for col in PLAN_USE_COLUMNS[1:]}
 
 
+def _prompts(points: Sequence[Any]) -> str:
+    """Which distill prompt wrote each point's procedures (a figure of a design names how its
+    procedures were written: ``trace-v1`` against ``trace-v1-sources-v2``)."""
+    by: dict[str, list[str]] = {}
+    for pt in points:
+        by.setdefault(str(pt.versions.distill_prompt), []).append(pt.id)
+    if len(by) <= 1:
+        return "".join(f" Distill prompt: {p}." for p in by)
+    return " Distill prompts: " + "; ".join(f"{p} ({', '.join(ids)})"
+                                             for p, ids in by.items()) + "."
+
+
 def sweep_measurement(run_dir: str | Path, *, command: str | None = None,
                       kpis: Sequence[str] = HEADLINE) -> Measurement:
     """The record of a sweep run: ``<point id>: <kpi>`` -> value, interval, n (est. marked).
@@ -112,6 +124,7 @@ def sweep_measurement(run_dir: str | Path, *, command: str | None = None,
             + (f". Models: chat {first.versions.chat_model}, embedder "
                f"{first.versions.embedder}; corpus sha256 {str(first.corpus.sha256)[:12]}."
                if first else ".")
+            + _prompts(s.points)
             + (f" {leaks}." if (leaks := user_data_note(loaded.points)) else ""))
     return measure(f"sweep-{s.name}", f"Sweep {s.name}: headline KPIs per point",
                    command or f"skillsynth sweep <spec of {s.name}>", figures, note=note)
