@@ -32,8 +32,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from .resolve import parse_result
-
 if TYPE_CHECKING:
     from .detect import SessionSequence
 
@@ -92,7 +90,10 @@ class ArgSource:
 def read_result(text: str) -> Any:
     """A stored result as JSON, else its longest complete JSON prefix (GAIA keeps 500
     characters), else the text."""
-    parsed = parse_result(text)
+    try:
+        parsed = json.loads(text)
+    except (TypeError, ValueError):
+        parsed = text
     if not isinstance(parsed, str) or not text.lstrip().startswith(("{", "[")):
         return parsed
     stack: list[str] = []
