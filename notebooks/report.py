@@ -107,11 +107,12 @@ for point_id, loss in losses.items():
                      f"`{loss.mismatched}`, summed over {len(loss.probes)} probes"))
     display(loss.stages)
     display(loss.probes)
-    stopped, numbered = loss.stopped_before_write()
-    if numbered:
-        display(Markdown(f"At the agent: in {stopped} of {numbered} probes no run made as many "
-                         "calls as the step at which the text puts the first gold write "
-                         "(`runs_reaching_write`)."))
+    for stage in ("source", "agent"):
+        stopped, numbered = loss.stopped_before_write(stage)
+        if numbered:
+            display(Markdown(f"At {stage}: in {stopped} of {numbered} probes no run made as "
+                             "many calls as the step at which the text puts the first gold "
+                             "write (`runs_reaching_write`)."))
     unstated = loss.unstated_at_source()
     if len(unstated):
         display(Markdown("Arguments whose source the text does not state, over the probes "

@@ -201,6 +201,12 @@ def test_each_probes_lost_gain_is_put_at_the_first_stage_that_explains_it(tmp_pa
     assert t.stopped_before_write() == (1, 1)
     assert dataclasses.replace(t, probes=t.probes.assign(runs_reaching_write=1)
                                ).stopped_before_write() == (0, 1)
+    # at source: p1's text puts the write at step 2, and its one run made 1 call
+    assert by.loc["p1", "runs_reaching_write"] == 0
+    assert t.stopped_before_write("source") == (1, 1)
+    assert t.stopped_before_write("recall") == (0, 0)  # p0's text numbers no write
+    with pytest.raises(EvaluationError, match="no stage 'agents'"):
+        t.stopped_before_write("agents")
     assert t.upper_gain == 2.5
     stages = t.stages.set_index("stage")
     assert list(stages.index) == ["recall", "content", "source", "agent"]
@@ -245,3 +251,19 @@ def test_a_prose_rung_of_the_ladder_gets_a_table_from_the_skill_it_wrote(tmp_pat
     row = tables["d"].probes.iloc[0]
     # its body (read from the SKILL.md it wrote, no history.db) states every source
     assert (row["gold_sources_stated"], row["stage"], row["lost"]) == ("3/3", "agent", 0.25)
+
+
+def test_the_sweep_record_counts_the_probes_stopped_before_the_write_at_source_and_agent(tmp_path):
+    from skillsynth.evaluation.reporting.measured import _ladder
+
+    run = _run(tmp_path, {"full": FULL, "right": RIGHT},
+               {"p1": (1, ["full"], [0.5, 0.5], [0.0], [0.5]),  # source: 1 call, write at 2
+                "p4": (1, ["right"], [0.0], [0.0], [0.5]),  # agent: 1 call, write at 3
+                "p5": (1, ["full"], [0.0], [0.0], [0.5])})  # source, as p1
+    figures = _ladder(run)
+    assert {k: figures["s: source stopped before the write's step"][k]
+            for k in ("value", "n")} == {"value": 2, "n": 2}
+    assert figures["s: agent stopped before the write's step"] == {
+        "value": 1, "n": 1, "unit": "probes put at agent none of whose runs made as many "
+                                    "calls as the step at which their text puts the first "
+                                    "gold write (count)"}

@@ -81,10 +81,15 @@ class LossTable:
         names = [n for cell in at for n in dict.fromkeys(str(cell).split("; ")) if n]
         return pd.Series(names, dtype=object).value_counts().rename("probes")
 
-    def stopped_before_write(self) -> tuple[int, int]:
-        """(probes at ``agent`` none of whose runs made as many calls as the step at which
-        their text puts the first gold write, probes at ``agent`` whose text numbers it)."""
-        at = self.probes[(self.probes["stage"] == "agent") & self.probes["write_step"].notna()
+    def stopped_before_write(self, stage: str = "agent") -> tuple[int, int]:
+        """(probes at ``stage`` none of whose runs made as many calls as the step at which
+        their text puts the first gold write, probes at ``stage`` whose text numbers it).
+
+        At ``source`` this says whether a better-stated source could have mattered: a run
+        that stops before the write never reads what the text says of its arguments."""
+        if stage not in STAGES:
+            raise EvaluationError(f"no stage {stage!r}; the stages are {', '.join(STAGES)}")
+        at = self.probes[(self.probes["stage"] == stage) & self.probes["write_step"].notna()
                          & self.probes["runs_reaching_write"].notna()]
         return int((at["runs_reaching_write"] == 0).sum()), len(at)
 

@@ -68,11 +68,12 @@ def _ladder(run: Run) -> dict[str, Any]:
                 else round(float(st.share_of_upper_gain), 4),
                 "n": int(st.probes), "unit": "share of oracle-args' gain over mismatched "
                                              "(n: probes at the stage; descriptive)"}
-        stopped, numbered = t.stopped_before_write()
-        out[f"{pid}: agent stopped before the write's step"] = {
-            "value": stopped if numbered else None, "n": numbered,
-            "unit": "probes put at agent none of whose runs made as many calls as the step at "
-                    "which their text puts the first gold write (count)"}
+        for stage in ("source", "agent"):
+            stopped, numbered = t.stopped_before_write(stage)
+            out[f"{pid}: {stage} stopped before the write's step"] = {
+                "value": stopped if numbered else None, "n": numbered,
+                "unit": f"probes put at {stage} none of whose runs made as many calls as the "
+                        "step at which their text puts the first gold write (count)"}
         at_source = int((t.probes["stage"] == "source").sum())
         for arg, probes in t.unstated_at_source().items():
             out[f"{pid}: source not stated, {arg}"] = {
