@@ -99,7 +99,7 @@ controls if len(controls) > 1 else print("one point only: nothing to read side b
 # `args_gain_over_mismatched` (METHODS.md 2b).
 
 # %%
-from skillsynth.evaluation.reporting.loss import loss_tables
+from skillsynth.evaluation.reporting.loss import WRITE_STAGES, loss_tables
 
 losses = loss_tables(run)
 for point_id, loss in losses.items():
@@ -107,7 +107,7 @@ for point_id, loss in losses.items():
                      f"`{loss.mismatched}`, summed over {len(loss.probes)} probes"))
     display(loss.stages)
     display(loss.probes)
-    for stage in ("source", "agent"):
+    for stage in WRITE_STAGES:
         stopped, numbered = loss.stopped_before_write(stage)
         if numbered:
             display(Markdown(f"At {stage}: in {stopped} of {numbered} probes no run made as "

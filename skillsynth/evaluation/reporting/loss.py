@@ -47,11 +47,13 @@ from .controls import per_probe
 from .loaded import Run
 from .stated import Flow, gold_flows, source_judgements, write_step
 
-__all__ = ["PROSE_RUNGS", "STAGES", "LossTable", "gold_in_text", "ladder_points", "loss_table",
-           "loss_tables", "procedure_forms"]
+__all__ = ["PROSE_RUNGS", "STAGES", "WRITE_STAGES", "LossTable", "gold_in_text",
+           "ladder_points", "loss_table", "loss_tables", "procedure_forms"]
 
 #: The stages a probe's lost gain is put at, in pipeline order.
 STAGES = ("recall", "content", "source", "agent")
+#: The stages at which the report counts probes whose runs stopped before the write's step.
+WRITE_STAGES = ("source", "agent")
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,7 @@ def _ladder(run: Run) -> dict[str, Any]:
     over mismatched, and the share lost at each stage (the loss table, where the point has
     one)."""
     from .controls import args_gain_over_mismatched, over_mismatched
-    from .loss import ladder_points, loss_tables
+    from .loss import WRITE_STAGES, ladder_points, loss_tables
 
     designs, wrong, upper = ladder_points(run)
     if wrong is None or upper is None:
@@ -68,7 +68,7 @@ def _ladder(run: Run) -> dict[str, Any]:
                 else round(float(st.share_of_upper_gain), 4),
                 "n": int(st.probes), "unit": "share of oracle-args' gain over mismatched "
                                              "(n: probes at the stage; descriptive)"}
-        for stage in ("source", "agent"):
+        for stage in WRITE_STAGES:
             stopped, numbered = t.stopped_before_write(stage)
             out[f"{pid}: {stage} stopped before the write's step"] = {
                 "value": stopped if numbered else None, "n": numbered,
