@@ -111,6 +111,48 @@ def test_the_trace_distiller_writes_a_valid_procedure_with_no_user_value():
     assert trace_when(CLUSTER) == "The user wants: i am zip please return my order reason"
 
 
+def test_a_writes_only_trace_procedure_keeps_the_state_changing_calls_renumbered():
+    from skillsynth.errors import ConfigError, MalformedSkill
+
+    d = distill_trace(CLUSTER, "values", writes_only=True)
+    validate_skill(d.skill, "gaia691")
+    rep = CLUSTER.representative()
+    order = json.loads(rep.calls[2].args)["order_id"]
+    # the return is step 1 now, with the run's values; the two reads are gone
+    assert f'1. Call return_delivered_order_items with {{"order_id": "{order}"' in d.skill.body
+    assert "find_user_id_by_name_zip" not in d.skill.body and "2. Call" not in d.skill.body
+    assert d.skill.tools_required == ("return_delivered_order_items",)
+    assert d.skill.description == distill_trace(CLUSTER).skill.description
+    names = distill_trace(CLUSTER, "none", writes_only=True).skill
+    assert "1. Call return_delivered_order_items\n" in names.body + "\n"
+    assert not any(v in names.body for v in VALUES)
+    # sources would name steps the cut drops: refused, by the option's name
+    with pytest.raises(ConfigError, match="trace-writes") as err:
+        distill_trace(CLUSTER, "provenance", writes_only=True)
+    assert err.value.key == "distill_args"
+    # a run of reads only has nothing to keep: loud, not an empty procedure
+    reads = tuple(SessionSequence(m.session_id, m.goal, m.calls[:2], m.calls[:2], True)
+                  for m in MEMBERS)
+    with pytest.raises(MalformedSkill, match="no successful state-changing call"):
+        distill_trace(Cluster(reads, "agglomerative", "calls", 1.0, True), "values",
+                      writes_only=True)
+
+
+def test_a_writes_only_point_is_refused_with_sources_and_versioned_apart():
+    from skillsynth.errors import ConfigError
+    from skillsynth.evaluation.point.options import PointOptions
+    from skillsynth.evaluation.strategies import get_strategy
+
+    with pytest.raises(ConfigError, match="none or values") as err:
+        PointOptions(strategy="skillsynth", distiller="trace-writes",
+                     distill_args="provenance")
+    assert err.value.key == "distill_args"
+    s = get_strategy("skillsynth")
+    assert s.distill_prompt("values", "trace-writes") == "trace-v1-writes-values"
+    assert s.distill_prompt("none", "trace-writes") == "trace-v1-writes"
+    assert s.distill_prompt("values", "trace") == "trace-v1-values"
+
+
 def test_a_point_distils_by_trace_with_no_model_call_and_records_how(tmp_path):
     from corpus_kinds import tiny_corpus
     from fakes import FakeBrokenChat, FakeDistiller, FakeFamilyEmbedder

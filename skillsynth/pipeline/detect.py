@@ -21,7 +21,18 @@ from ..config import Thresholds
 from ..errors import StoreError
 from ..store import MemoryStore, ToolCall
 
-__all__ = ["DetectReport", "SessionSequence", "Watermark", "extract_sequences"]
+__all__ = ["READ_ONLY_PREFIXES", "DetectReport", "SessionSequence", "Watermark",
+           "extract_sequences", "is_read"]
+
+#: Tool-name prefixes read as lookups that change nothing (the ``tools`` family rule's, and
+#: what a writes-only procedure drops): a rule by name, since GAIA records no tool kind.
+READ_ONLY_PREFIXES = ("get_", "list_", "search_", "find_", "read_", "query_", "lookup_",
+                      "check_", "calculate", "think")
+
+
+def is_read(tool: str) -> bool:
+    """Whether ``tool`` is a read by name (:data:`READ_ONLY_PREFIXES`)."""
+    return tool.startswith(READ_ONLY_PREFIXES)
 
 
 @dataclass(frozen=True)

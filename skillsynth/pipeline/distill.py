@@ -8,7 +8,8 @@ literal ``SKIP``. Of the calls' arguments it sees (``args``, :data:`DistillArgs`
 (:mod:`.provenance`: where a value came from, never the value), or the values themselves
 (an upper bound that shows user data to the model). ``distiller="trace"`` writes the
 procedure by rule instead (:func:`distill_trace`): no model call, the fair baseline for a
-small distiller and a measure of what the model adds.
+small distiller and a measure of what the model adds; ``"trace-writes"`` keeps only the
+run's state-changing calls (a control for where a procedure puts its write).
 
 Two modes: ``yaml`` (free-form, as GAIA does; wrappers stripped explicitly) and ``json``
 (constrained by a JSON schema whose strings and arrays are all bounded; the SKIP decision
@@ -32,9 +33,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..config import Thresholds
-from ..errors import MalformedSkill, UngroundedSkill
+from ..errors import ConfigError, MalformedSkill, UngroundedSkill
 from ..protocols import ChatModel
 from .cluster import Cluster
+from .detect import is_read
 from .provenance import cluster_dataflow, session_calls
 from .skill import Skill, strip_wrappers
 
@@ -44,6 +46,7 @@ __all__ = [
     "PROMPT_VERSION",
     "TRACE_VERSION",
     "VALUES_VERSION",
+    "WRITES_NO_SOURCES",
     "DistillArgs",
     "DistillMode",
     "Distillation",
@@ -64,9 +67,13 @@ DistillMode = Literal["yaml", "json"]
 #: representative run's values: an upper bound that puts user data in front of the model).
 DistillArgs = Literal["none", "provenance", "values"]
 DISTILL_ARGS: tuple[DistillArgs, ...] = ("none", "provenance", "values")
-#: Who writes the procedure: the LLM, or the trace rule (no model; :func:`distill_trace`).
-Distiller = Literal["llm", "trace"]
-DISTILLERS: tuple[Distiller, ...] = ("llm", "trace")
+#: Who writes the procedure: the LLM, or the trace rule (no model; :func:`distill_trace`),
+#: ``trace-writes`` keeping only the run's state-changing calls (research: whether a write
+#: the agent meets first is what it follows).
+Distiller = Literal["llm", "trace", "trace-writes"]
+DISTILLERS: tuple[Distiller, ...] = ("llm", "trace", "trace-writes")
+WRITES_NO_SOURCES = ("distiller trace-writes takes distill_args none or values: a source "
+                     "names a step of the whole run, which a writes-only procedure drops")
 _ARGS_RULE = ("\nWhere a step shows where its arguments come from, keep that in the step "
               "(e.g. 'with user_id = step 1's result'); never write a value from the runs.")
 #: ``values``: the upper bound keeps what it is shown (its procedures are marked as holding
@@ -256,8 +263,8 @@ def distill(cluster: Cluster, llm: ChatModel, config: Thresholds,
         LLMError: the model call failed (the pass decides what that means).
     """
     del config  # the thresholds do not shape the prompt; kept for a uniform stage signature
-    if distiller == "trace":
-        return distill_trace(cluster, args)
+    if distiller != "llm":
+        return distill_trace(cluster, args, writes_only=distiller == "trace-writes")
     return _interpret(cluster, llm.chat(**_request(cluster, mode, args)), mode)
 
 
@@ -337,26 +344,45 @@ def trace_when(cluster: Cluster) -> str:
     return "The user wants: " + " ".join(kept)
 
 
-def distill_trace(cluster: Cluster, args: DistillArgs = "provenance") -> Distillation:
+def distill_trace(cluster: Cluster, args: DistillArgs = "provenance", *,
+                  writes_only: bool = False) -> Distillation:
     """A procedure written by rule from the cluster's runs, no model: the representative
     run's successful calls in order, each with its arguments' sources where every member
     agrees (:func:`~.provenance.cluster_dataflow`), ``when_to_use`` by :func:`trace_when`,
     the name from the run's last tool. No value from the runs appears, but a constant every
     member passed. ``args`` values: each call with the representative run's own argument
-    values instead (the upper bound: user data in the procedure, which is marked so)."""
+    values instead (the upper bound: user data in the procedure, which is marked so).
+
+    ``writes_only`` keeps only the calls that are not reads by name (:func:`~.detect.is_read`),
+    renumbered from 1: the procedure an agent that stops after two or three calls reaches
+    the write of. Values or names only: a source names a step of the whole run.
+
+    Raises:
+        MalformedSkill: the representative run has no successful call (with ``writes_only``,
+            no successful state-changing call).
+        ConfigError: ``writes_only`` with ``args`` provenance.
+    """
+    if writes_only and args == "provenance":
+        raise ConfigError(WRITES_NO_SOURCES, key="distill_args")
     rep = cluster.representative()
     flows = cluster_dataflow(cluster.members, rep)
-    if not flows:
-        raise MalformedSkill("the representative run has no successful call", field="steps")
+    keep = [not (writes_only and is_read(f.tool)) for f in flows]
+    if not any(keep):
+        what = "successful state-changing call" if flows else "successful call"
+        raise MalformedSkill(f"the representative run has no {what}", field="steps")
     if args == "values":
         steps = [f"Call {c.name}" + (f" with {json.dumps(dict(c.arguments), ensure_ascii=False)}"
-                                     if c.arguments else "") for c in session_calls(rep)]
+                                     if c.arguments else "")
+                 for c, k in zip(session_calls(rep), keep, strict=True) if k]
+    elif writes_only:
+        steps = [f"Call {f.tool}" for f, k in zip(flows, keep, strict=True) if k]
     else:
         steps = [f"Call {f.tool}" + (f" with {f.describe()}" if f.describe() else "")
                  for f in flows]
-    name = re.sub(r"[^a-z0-9]+", "-", flows[-1].tool.lower()).strip("-")[:64].strip("-")
+    kept = [f for f, k in zip(flows, keep, strict=True) if k]
+    name = re.sub(r"[^a-z0-9]+", "-", kept[-1].tool.lower()).strip("-")[:64].strip("-")
     data = {"name": name or "procedure", "when_to_use": trace_when(cluster),
-            "tools_required": list(dict.fromkeys(f.tool for f in flows)),
+            "tools_required": list(dict.fromkeys(f.tool for f in kept)),
             "steps": steps, "edge_cases": [_TRACE_EDGE]}
     text = _render(data)
     repairs: list[str] = []

@@ -29,6 +29,7 @@ from ...corpora.importing import write_session
 from ...corpora.labels import LabelStore, SessionLabel, labels_path_for
 from ...corpora.records import BadRecord
 from ...errors import EvaluationError
+from ...pipeline.detect import READ_ONLY_PREFIXES
 from ...store import MemoryStore, Procedure
 
 __all__ = ["FAMILY_RULES", "READ_ONLY_PREFIXES", "FamilyRule", "Split", "build_history",
@@ -36,9 +37,6 @@ __all__ = ["FAMILY_RULES", "READ_ONLY_PREFIXES", "FamilyRule", "Split", "build_h
 
 FamilyRule = Literal["task", "tools"]
 FAMILY_RULES: tuple[FamilyRule, ...] = ("task", "tools")
-#: Tool-name prefixes the ``tools`` rule treats as reads (they do not define a family).
-READ_ONLY_PREFIXES = ("get_", "list_", "search_", "find_", "read_", "query_", "lookup_",
-                      "check_", "calculate", "think")
 
 
 def family_of(label: SessionLabel, rule: FamilyRule = "task") -> str | None:
