@@ -45,12 +45,16 @@ def _world_list(args: argparse.Namespace) -> int:
 
 
 def _world_carryover(args: argparse.Namespace) -> int:
+    from ..errors import EvaluationError
     from ..evaluation.live.worlds import get_world
     from ..evaluation.point.carryover import value_carryover
     from ..evaluation.point.controls import gold_actions
 
     world = get_world(args.world)
-    gold = {t.task_id: gold_actions(world.gold_actions(t.task_id)) for t in world.tasks()}
+    read_gold = getattr(world, "gold_actions", None)
+    if read_gold is None:
+        raise EvaluationError(f"world {world.name} has no gold actions to compare")
+    gold = {t.task_id: gold_actions(read_gold(t.task_id)) for t in world.tasks()}
     found = [value_carryover(gold, by, seed=args.seed) for by in args.by]
     if args.json:
         print_json({"world": world.name, "carryover": [vars(c) for c in found]})
