@@ -51,6 +51,8 @@ def test_carryover_by_kind_and_by_user_is_the_hand_worked_mean_over_ordered_pair
     assert kind.mean == pytest.approx((2 / 5 + 2 / 4) / 6)
     # one group: every resample is that group, so the interval is the point
     assert kind.interval == pytest.approx((kind.mean, kind.mean))
+    # shared values are not a matched action: every return names its own order
+    assert kind.matched == 0.0 and kind.matched_interval == (0.0, 0.0)
     user = value_carryover(GOLD, "user", n_boot=200)
     # u1: 1 and 2 (2/5, 2/4); u2: 3 and 4 share no value (the user_id of another tool)
     assert (user.groups, user.pairs) == (2, 4)
@@ -62,6 +64,12 @@ def test_carryover_by_kind_and_by_user_is_the_hand_worked_mean_over_ordered_pair
 
 def test_a_task_repeated_verbatim_carries_every_value_and_no_pair_is_said_so():
     same = value_carryover({"a": GOLD["1"], "b": GOLD["1"]}, "kind", n_boot=50)
-    assert (same.mean, same.whole) == (1.0, 2)
+    assert (same.mean, same.whole, same.matched) == (1.0, 2, 1.0)
+    # tau2 compares only an action's compare_args: the same order with another reason
+    # matches where the reason is not compared
+    keyed = (G("return_delivered_order_items", {"order_id": "#W1", "reason": "unwanted"},
+               compare_args=("order_id",)),)
+    loose = value_carryover({"a": keyed, "b": GOLD["1"]}, "kind", n_boot=50)
+    assert loose.matched == pytest.approx((1 + 0) / 2)  # a <- b matches; b <- a does not
     alone = value_carryover({"a": GOLD["1"]}, "kind")
     assert alone.mean is None and "no two tasks share a group" in alone.line()

@@ -325,6 +325,7 @@ def test_world_carryover_reads_each_tasks_gold_from_the_world(capsys):
     assert kind["groups"] >= 10 and kind["pairs"] > 500 and user["pairs"] > 20
     assert 0 < kind["mean"] < user["mean"] < 1
     assert kind["interval"][0] <= kind["mean"] <= kind["interval"][1]
+    assert kind["matched"] <= kind["mean"] and kind["whole"] < kind["pairs"] / 10
     assert main(["world", "carryover", "tau2:bank"]) == 1
     assert "unknown world" in capsys.readouterr().err
 
