@@ -377,6 +377,36 @@ def test_tools_families_span_tasks_and_still_never_leak(tmp_path, kind):
         assert len(split.probes) == 6  # 8 tasks, 6 tool families
 
 
+def test_every_later_attempt_can_be_a_probe_against_the_same_history():
+    from skillsynth.errors import ConfigError
+    from skillsynth.evaluation.point.context import families_without_probe
+    from skillsynth.evaluation.point.ideal import ideal_attempts
+    from skillsynth.evaluation.point.options import PointOptions
+    from skillsynth.evaluation.point.split import split_attempts
+
+    def lab(sid, task, when):
+        return SessionLabel(sid, "t", task, 1, started_at=when, actions=(
+            {"name": "return_items", "arguments": {"order": task}},))
+
+    # one kind, five tasks once each (an ideal history under family tools), and a lone task
+    labels = [lab(f"s{i}", f"t{i}", f"2026-01-0{i}") for i in range(1, 6)]
+    labels.append(SessionLabel("x", "t", "x", 1, actions=({"name": "cancel", "arguments": {}},)))
+    first = split_attempts(labels, 3, family="tools")
+    assert [p.session_id for p in first.probes] == ["s4"] and first.left_out == {"s5"}
+    every = split_attempts(labels, 3, family="tools", probes="every")
+    assert [p.session_id for p in every.probes] == ["s4", "s5"] and not every.left_out
+    assert every.history == first.history == {"s1", "s2", "s3", "x"}
+    # the lone task's family has no probe under either rule, and is counted so once
+    assert families_without_probe(first) == families_without_probe(every) == 1
+    with pytest.raises(SkillsynthError, match="probe rule"):
+        split_attempts(labels, 3, probes="all")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="under rolling") as err:
+        PointOptions(protocol="rolling", probes="every")
+    assert err.value.key == "probes"
+    # an ideal history writes each task k+1 times, but once where a kind is the family
+    assert (ideal_attempts(3, "task"), ideal_attempts(3, "tools")) == (4, 1)
+
+
 class FakePlanWriter(FakeChatModel):
     """FAKE chat client that writes its whole plan as JSON text in one answer, then stops."""
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..evaluation.point.options import PointOptions, add_cli_options, cli_values
+from ..evaluation.point.split import FamilyRule
 from ._common import (
     EXIT_FAIL,
     EXIT_OK,
@@ -27,9 +28,10 @@ from ._common import (
 __all__ = ["register"]
 
 
-def _ideal_corpus(args: argparse.Namespace, world: str, k: int) -> str:
-    """``--history ideal``: the corpus's tasks executed k+1 times in ``world`` (the new
-    corpus's path, in the point's folder)."""
+def _ideal_corpus(args: argparse.Namespace, world: str, k: int, family: FamilyRule) -> str:
+    """``--history ideal``: the corpus's tasks executed in ``world``, k+1 times (once under
+    family tools: :func:`~skillsynth.evaluation.point.ideal.ideal_attempts`); the new
+    corpus's path, in the point's folder."""
     if args.labels:
         raise UsageError("--history ideal reads the labels beside the corpus and writes its "
                          "own; leave out --labels")
@@ -37,10 +39,10 @@ def _ideal_corpus(args: argparse.Namespace, world: str, k: int) -> str:
         raise UsageError("--history ideal runs each task's reference in a world: add --world "
                          "tau2:DOMAIN (the corpus's domain)")
     from ..evaluation.live.worlds import get_world
-    from ..evaluation.point.ideal import ideal_history
+    from ..evaluation.point.ideal import ideal_attempts, ideal_history
 
     built = ideal_history(get_world(world), args.corpus, Path(args.out) / "ideal-corpus.db",
-                          attempts=k + 1, progress=True)
+                          attempts=ideal_attempts(k, family), progress=True)
     print(f"ideal history: {len(built.tasks) or built.already_present} task(s) x "
           f"{built.attempts}; {len(built.left_out)} left out; corpus {built.db_path}",
           file=sys.stderr)
@@ -64,7 +66,7 @@ def _eval_point(args: argparse.Namespace) -> int:
             opts["world"] = args.corpus
         corpus = str(Path(args.out) / "live-corpus.db")
     elif args.history == "ideal":
-        corpus = _ideal_corpus(args, opts["world"], opts["k"])
+        corpus = _ideal_corpus(args, opts["world"], opts["k"], opts["family"])
     elif args.world != "replay" and not args.live:
         raise UsageError("--world is where live probes run: add --live")
     cfg = EvalConfig(corpus, thresholds=thresholds_of(args), labels=args.labels, **opts)

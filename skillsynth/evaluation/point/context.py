@@ -237,4 +237,4 @@ def check_procedures(store: MemoryStore, split: Split, out_dir: Path,
 
 def families_without_probe(split: Split) -> int:
     """Families with k attempts or fewer: no probe under either protocol (counted, not hidden)."""
-    return len(set(split.families.values())) - len(split.probes)
+    return len(set(split.families.values()) - {split.family(p.session_id) for p in split.probes})

@@ -11,6 +11,8 @@ Attempts 1..k are then the history and attempt k+1 the probe, as for any corpus;
 probe runs the task afresh, so the k+1-th recording only stands for it. Because the history
 is the best run known, a probe that still gains nothing locates the loss in synthesis,
 recall or the agent, not in what the agent did before (the issue's "ideal-history control").
+Under the ``tools`` family rule each task is written once (:func:`ideal_attempts`): the
+recurrence is then another task of the same kind, with other values, not the same task.
 
 The reference is kept when the world's state checks pass (tau2's DB and environment
 assertions; the communication check is not asked of it, as the run says nothing to the
@@ -40,8 +42,9 @@ from ..live.history import tool_rows
 from ..live.worlds import World
 from ..live.worlds.base import Turn as WorldTurn
 from .gold_source import successful_runs
+from .split import FamilyRule
 
-__all__ = ["RESULT_LIMITS", "SOURCE", "IdealHistoryReport", "ideal_history",
+__all__ = ["RESULT_LIMITS", "SOURCE", "IdealHistoryReport", "ideal_attempts", "ideal_history",
            "reached_goal_state"]
 
 #: The labels' ``source`` of ideal attempts.
@@ -185,6 +188,14 @@ def _labels_by_task(labels: Iterable[SessionLabel]) -> dict[str, SessionLabel]:
         if x.task_id is not None:
             out.setdefault(str(x.task_id), x)
     return out
+
+
+def ideal_attempts(k: int, family: FamilyRule) -> int:
+    """Attempts per task an ideal history needs: k+1 under family ``task`` (the probe's own
+    task recurs: k in the history, one for the probe), one under ``tools`` (a kind's other
+    tasks are its recurrence: the first k of the kind are the history, a later one the
+    probe; k+1 copies of one task would make the kind's history that task alone)."""
+    return 1 if family == "tools" else k + 1
 
 
 def ideal_history(world: World, corpus: str | Path, db_path: str | Path, *, attempts: int,

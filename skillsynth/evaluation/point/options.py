@@ -32,7 +32,7 @@ from ..live.gaia_context import RECALL_LAYOUTS, RecallLayout
 from ..live.plan_tool import PROCEDURE_FORMS, ProcedureForm
 from ..strategies import STRATEGIES, get_strategy
 from .metrics import N_BOOT
-from .split import FAMILY_RULES, FamilyRule
+from .split import FAMILY_RULES, PROBE_RULES, FamilyRule, ProbeRule
 
 __all__ = ["CADENCE_UNITS", "HISTORY_SOURCES", "PROTOCOLS", "ROLES", "CadenceUnit",
            "EvalProtocol", "HistorySource", "PointOptions", "Role", "add_cli_options",
@@ -82,6 +82,12 @@ class PointOptions:
     family: FamilyRule = _opt("task", "how sessions form families: task (the same task) or "
                               "tools (the same kind of task)", choices=FAMILY_RULES,
                               role="synthesis")
+    probes: ProbeRule = _opt("first", "strict: which attempts after a family's k-th are "
+                             "probes: first (attempt k+1, #887's 4th attempt; later ones are "
+                             "left out) or every (each later one too, all against the same "
+                             "history of the first k; under family tools, each other task "
+                             "of the kind)", choices=PROBE_RULES, sweep=True,
+                             short="probes-", role="synthesis")
     mode: DistillMode = _opt("json", "distillation mode: json (suits small models) or yaml "
                              "(GAIA's)", choices=("json", "yaml"), role="synthesis")
     distill_args: DistillArgs = _opt("none", "what the distiller sees of the calls' "
@@ -197,6 +203,10 @@ class PointOptions:
             raise ConfigError(f"strategy {self.strategy} distils nothing, so there is "
                               "nothing to verify; use verify: none", key="verify")
         strategy.check_verify(self.verify)
+        if self.probes != "first" and self.protocol != "strict":
+            raise ConfigError(f"probes {self.probes} chooses the strict protocol's probes; "
+                              f"under {self.protocol} every attempt after a family's k-th is "
+                              "a probe already: leave probes first", key="probes")
         if self.strategy in ("oracle-plan", "mismatched-plan") and \
                 self.procedure_form == "prose":
             prose = "oracle" if self.strategy == "oracle-plan" else "mismatched"

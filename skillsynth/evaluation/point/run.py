@@ -139,7 +139,8 @@ def _context(cfg: EvalConfig, llm: ChatModel, embedder: Embeds, out: Path, *, pr
     strategy = get_strategy(cfg.strategy)
     labels_file = Path(cfg.labels) if cfg.labels else labels_path_for(cfg.corpus)
     t = time.perf_counter()
-    split = load_split(cfg.corpus, cfg.k, labels_path=labels_file, family=cfg.family)
+    split = load_split(cfg.corpus, cfg.k, labels_path=labels_file, family=cfg.family,
+                       probes=cfg.probes)
     if not split.probes:
         raise EvaluationError(f"{cfg.corpus}: no task has more than k={cfg.k} attempts, "
                               "so there is no probe to evaluate")

@@ -4,7 +4,9 @@ From a labelled corpus, attempts 1..k of every family (k = 3 by default: #887's 
 similar successes") and every unlabelled session go into a fresh history store; attempt
 k+1 of each family is held out as its probe. Later attempts are left out of both: they
 happened after the probe, so putting them in the history would let the future leak into
-what the probe is evaluated against. The pipeline only ever opens the history store.
+what the probe is evaluated against; ``probes="every"`` makes each of them a probe too,
+every one against the same history of the first k. The pipeline only ever opens the
+history store.
 
 A family is, by rule:
 
@@ -32,11 +34,15 @@ from ...errors import EvaluationError
 from ...pipeline.detect import READ_ONLY_PREFIXES
 from ...store import MemoryStore, Procedure
 
-__all__ = ["FAMILY_RULES", "READ_ONLY_PREFIXES", "FamilyRule", "Split", "build_history",
-           "family_of", "load_split", "procedure_families", "split_attempts"]
+__all__ = ["FAMILY_RULES", "PROBE_RULES", "READ_ONLY_PREFIXES", "FamilyRule", "ProbeRule",
+           "Split", "build_history", "family_of", "load_split", "procedure_families",
+           "split_attempts"]
 
 FamilyRule = Literal["task", "tools"]
 FAMILY_RULES: tuple[FamilyRule, ...] = ("task", "tools")
+#: Which attempts after a family's k-th are probes: the k+1-th (#887's 4th attempt) or every one.
+ProbeRule = Literal["first", "every"]
+PROBE_RULES: tuple[ProbeRule, ...] = ("first", "every")
 
 
 def family_of(label: SessionLabel, rule: FamilyRule = "task") -> str | None:
@@ -61,8 +67,9 @@ class Split:
     Attributes:
         k: attempts per family that go into the history.
         history: session ids the pipeline may see.
-        probes: one label per family that has an attempt k+1 (that attempt), by family.
-        left_out: attempts after k+1 (in neither).
+        probes: per family that has an attempt k+1, that attempt (and under the ``every``
+            rule each later one), by family.
+        left_out: attempts after k+1 (in neither; none under ``every``).
         rule: the family rule.
         families: session id -> family, for every labelled session (scoring only).
     """
@@ -80,15 +87,19 @@ class Split:
 
 
 def split_attempts(labels: list[SessionLabel], k: int = 3, *,
-                   family: FamilyRule = "task") -> Split:
+                   family: FamilyRule = "task", probes: ProbeRule = "first") -> Split:
     """Partition labelled sessions by attempt order within each family.
 
     Under ``task``, attempts are ordered by ``attempt`` then ``started_at``; under ``tools``
     (several tasks per family) by ``started_at`` then ``attempt``. A label without a family
-    is history.
+    is history. ``probes``: the k+1-th attempt is the probe (``first``), or every attempt
+    after the k-th is one (``every``).
     """
     if k < 1:
         raise EvaluationError(f"k must be >= 1, got {k}")
+    if probes not in PROBE_RULES:
+        raise EvaluationError(f"probe rule must be one of {', '.join(PROBE_RULES)}, "
+                              f"got {probes!r}")
     by_family: dict[str, list[SessionLabel]] = defaultdict(list)
     history: set[str] = set()
     fams: dict[str, str] = {}
@@ -99,7 +110,7 @@ def split_attempts(labels: list[SessionLabel], k: int = 3, *,
         else:
             fams[x.session_id] = f
             by_family[f].append(x)
-    probes: list[SessionLabel] = []
+    chosen: list[SessionLabel] = []
     left_out: set[str] = set()
     for fam in sorted(by_family):
         if family == "task":
@@ -109,10 +120,12 @@ def split_attempts(labels: list[SessionLabel], k: int = 3, *,
             ordered = sorted(by_family[fam], key=lambda x: (x.started_at or "",
                                                             x.attempt or 0, x.session_id))
         history.update(x.session_id for x in ordered[:k])
-        if len(ordered) > k:
-            probes.append(ordered[k])
+        if probes == "every":
+            chosen.extend(ordered[k:])
+        elif len(ordered) > k:
+            chosen.append(ordered[k])
             left_out.update(x.session_id for x in ordered[k + 1:])
-    return Split(k=k, history=frozenset(history), probes=tuple(probes),
+    return Split(k=k, history=frozenset(history), probes=tuple(chosen),
                  left_out=frozenset(left_out), rule=family, families=fams)
 
 
@@ -149,7 +162,8 @@ def build_history(corpus_db: str | Path, split: Split, history_db: str | Path) -
 
 
 def load_split(corpus_db: str | Path, k: int = 3, *,
-               labels_path: str | Path | None = None, family: FamilyRule = "task") -> Split:
+               labels_path: str | Path | None = None, family: FamilyRule = "task",
+               probes: ProbeRule = "first") -> Split:
     """:func:`split_attempts` over a corpus's labels file."""
     with LabelStore(labels_path or labels_path_for(corpus_db)) as ls:
-        return split_attempts(ls.all(), k, family=family)
+        return split_attempts(ls.all(), k, family=family, probes=probes)

@@ -67,10 +67,10 @@ def _build_corpus(spec: SweepSpec, run_dir: Path, log: Any) -> Path:
     if spec.options.history != "ideal":
         return db
     from ..live.worlds import get_world
-    from ..point.ideal import ideal_history
+    from ..point.ideal import ideal_attempts, ideal_history
 
     rep = ideal_history(get_world(spec.options.world), db, run_dir / "corpus" / "ideal.db",
-                        attempts=spec.options.k + 1)
+                        attempts=ideal_attempts(spec.options.k, spec.options.family))
     if rep.already_present:
         log(f"ideal history: {rep.already_present} task(s) as built before")
     else:
