@@ -233,7 +233,7 @@ def test_sweep_specs_grid_protocol_settings(tmp_path):
     s = SweepSpec.load(spec)
     pts = expand_points(s)
     assert [p.settings(s) for p in pts] == [
-        {"protocol": "rolling", "recall_key": key, "recall_cut": "raw",
+        {"protocol": "rolling", "probes": "first", "recall_key": key, "recall_cut": "raw",
          "recall_layout": "main", "rate": "calls",
          "distill_args": "none", "distiller": "llm", "procedure_form": "prose",
          "plan_choices": False,
