@@ -3,10 +3,12 @@ trace distiller that writes a procedure by rule (hand-made clusters, no model)."
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import pytest
 
+from skillsynth.errors import MalformedSkill
 from skillsynth.pipeline.cluster import Cluster
 from skillsynth.pipeline.detect import SessionSequence
 from skillsynth.pipeline.distill import build_messages, distill_trace, trace_when
@@ -112,7 +114,7 @@ def test_the_trace_distiller_writes_a_valid_procedure_with_no_user_value():
 
 
 def test_a_writes_only_trace_procedure_keeps_the_state_changing_calls_renumbered():
-    from skillsynth.errors import ConfigError, MalformedSkill
+    from skillsynth.errors import MalformedSkill
 
     d = distill_trace(CLUSTER, "values", writes_only=True)
     validate_skill(d.skill, "gaia691")
@@ -123,13 +125,14 @@ def test_a_writes_only_trace_procedure_keeps_the_state_changing_calls_renumbered
     assert "find_user_id_by_name_zip" not in d.skill.body and "2. Call" not in d.skill.body
     assert d.skill.tools_required == ("return_delivered_order_items",)
     assert d.skill.description == distill_trace(CLUSTER).skill.description
-    names = distill_trace(CLUSTER, "none", writes_only=True).skill
-    assert "1. Call return_delivered_order_items\n" in names.body + "\n"
-    assert not any(v in names.body for v in VALUES)
-    # sources would name steps the cut drops: refused, by the option's name
-    with pytest.raises(ConfigError, match="trace-writes") as err:
-        distill_trace(CLUSTER, "provenance", writes_only=True)
-    assert err.value.key == "distill_args"
+    # with sources, the read a value comes from is named by its tool: no step it lacks
+    srcs = distill_trace(CLUSTER, "provenance", writes_only=True).skill
+    validate_skill(srcs, "gaia691")
+    assert ("1. Call return_delivered_order_items with order_id = the orders[] in "
+            "get_user_details's result; payment_method_id = the payment_methods.<key> in "
+            "get_user_details's result; reason from the customer; notify = true") in srcs.body
+    assert "step 2" not in srcs.body and "2. Call" not in srcs.body
+    assert not any(v in srcs.body + srcs.description for v in VALUES)
     # a run of reads only has nothing to keep: loud, not an empty procedure
     reads = tuple(SessionSequence(m.session_id, m.goal, m.calls[:2], m.calls[:2], True)
                   for m in MEMBERS)
@@ -138,19 +141,31 @@ def test_a_writes_only_trace_procedure_keeps_the_state_changing_calls_renumbered
                       writes_only=True)
 
 
-def test_a_writes_only_point_is_refused_with_sources_and_versioned_apart():
-    from skillsynth.errors import ConfigError
+def test_a_step_named_by_its_tool_says_which_call_of_a_repeated_tool():
+    from skillsynth.pipeline.provenance import ArgSource, describe_sources, step_name
+
+    tools = ["get_order_details", "get_product_details", "get_order_details"]
+    assert step_name(tools, 2) == "get_product_details"
+    assert [step_name(tools, k) for k in (1, 3)] == [
+        "get_order_details (its 1st call)", "get_order_details (its 2nd call)"]
+    src = {"item_ids": (ArgSource("step", step=1, path="items[].item_id"),
+                        ArgSource("step", step=3, path="items[].item_id"))}
+    assert describe_sources(src) == "item_ids = the items[].item_id in steps 1 and 3' results"
+    assert describe_sources(src, tools) == (
+        "item_ids = the items[].item_id in get_order_details (its 1st call)'s and "
+        "get_order_details (its 2nd call)'s results")
+
+
+def test_a_writes_only_point_is_versioned_apart():
     from skillsynth.evaluation.point.options import PointOptions
     from skillsynth.evaluation.strategies import get_strategy
 
-    with pytest.raises(ConfigError, match="none or values") as err:
-        PointOptions(strategy="skillsynth", distiller="trace-writes",
-                     distill_args="provenance")
-    assert err.value.key == "distill_args"
+    PointOptions(strategy="skillsynth", distiller="trace-writes", distill_args="provenance")
     s = get_strategy("skillsynth")
     assert s.distill_prompt("values", "trace-writes") == "trace-v1-writes-values"
-    assert s.distill_prompt("none", "trace-writes") == "trace-v1-writes"
+    assert s.distill_prompt("provenance", "trace-writes") == "trace-v1-writes-sources-v2"
     assert s.distill_prompt("values", "trace") == "trace-v1-values"
+    assert s.distill_prompt("provenance", "trace") == "trace-v1-sources-v2"
 
 
 def test_a_point_distils_by_trace_with_no_model_call_and_records_how(tmp_path):
@@ -220,6 +235,9 @@ def test_no_user_value_reaches_a_provenance_procedure_on_the_shipped_corpora(tmp
         shown = build_messages(cluster, "json", "provenance")[-1]["content"]
         steps = shown.split("in order:")[1].split("Other phrasings")[0]
         text = d.skill.body + d.skill.description + d.skill.name + steps
+        with contextlib.suppress(MalformedSkill):  # a task of reads only has no write to keep
+            cut = distill_trace(cluster, writes_only=True).skill
+            text += cut.body + cut.name
         leaked = {v for m in members for v in _values(m) - allowed if v in text}
         assert not leaked, f"task {members[0].session_id}: {sorted(leaked)[:5]}"
         validate_skill(d.skill, "gaia691")

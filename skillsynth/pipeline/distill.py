@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..config import Thresholds
-from ..errors import ConfigError, MalformedSkill, UngroundedSkill
+from ..errors import MalformedSkill, UngroundedSkill
 from ..protocols import ChatModel
 from .cluster import Cluster
 from .detect import is_read
@@ -46,7 +46,6 @@ __all__ = [
     "PROMPT_VERSION",
     "TRACE_VERSION",
     "VALUES_VERSION",
-    "WRITES_NO_SOURCES",
     "DistillArgs",
     "DistillMode",
     "Distillation",
@@ -72,8 +71,6 @@ DISTILL_ARGS: tuple[DistillArgs, ...] = ("none", "provenance", "values")
 #: the agent meets first is what it follows).
 Distiller = Literal["llm", "trace", "trace-writes"]
 DISTILLERS: tuple[Distiller, ...] = ("llm", "trace", "trace-writes")
-WRITES_NO_SOURCES = ("distiller trace-writes takes distill_args none or values: a source "
-                     "names a step of the whole run, which a writes-only procedure drops")
 _ARGS_RULE = ("\nWhere a step shows where its arguments come from, keep that in the step "
               "(e.g. 'with user_id = step 1's result'); never write a value from the runs.")
 #: ``values``: the upper bound keeps what it is shown (its procedures are marked as holding
@@ -355,15 +352,13 @@ def distill_trace(cluster: Cluster, args: DistillArgs = "provenance", *,
 
     ``writes_only`` keeps only the calls that are not reads by name (:func:`~.detect.is_read`),
     renumbered from 1: the procedure an agent that stops after two or three calls reaches
-    the write of. Values or names only: a source names a step of the whole run.
+    the write of. Its sources name the read a value comes from by its tool ("the orders[] in
+    get_user_details's result"), since the steps they would number are not in it.
 
     Raises:
         MalformedSkill: the representative run has no successful call (with ``writes_only``,
             no successful state-changing call).
-        ConfigError: ``writes_only`` with ``args`` provenance.
     """
-    if writes_only and args == "provenance":
-        raise ConfigError(WRITES_NO_SOURCES, key="distill_args")
     rep = cluster.representative()
     flows = cluster_dataflow(cluster.members, rep)
     keep = [not (writes_only and is_read(f.tool)) for f in flows]
@@ -374,11 +369,10 @@ def distill_trace(cluster: Cluster, args: DistillArgs = "provenance", *,
         steps = [f"Call {c.name}" + (f" with {json.dumps(dict(c.arguments), ensure_ascii=False)}"
                                      if c.arguments else "")
                  for c, k in zip(session_calls(rep), keep, strict=True) if k]
-    elif writes_only:
-        steps = [f"Call {f.tool}" for f, k in zip(flows, keep, strict=True) if k]
     else:
-        steps = [f"Call {f.tool}" + (f" with {f.describe()}" if f.describe() else "")
-                 for f in flows]
+        tools = [f.tool for f in flows] if writes_only else None
+        steps = [f"Call {f.tool}" + (f" with {f.describe(tools)}" if f.describe(tools) else "")
+                 for f, k in zip(flows, keep, strict=True) if k]
     kept = [f for f, k in zip(flows, keep, strict=True) if k]
     name = re.sub(r"[^a-z0-9]+", "-", kept[-1].tool.lower()).strip("-")[:64].strip("-")
     data = {"name": name or "procedure", "when_to_use": trace_when(cluster),

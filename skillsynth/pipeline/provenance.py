@@ -37,7 +37,8 @@ if TYPE_CHECKING:
 
 __all__ = ["SOURCES_VERSION", "VARIABLE", "ArgSource", "SourceKind", "StepFlow", "TracedCall",
            "argument_sources", "cluster_dataflow", "describe_sources", "enum_values",
-           "every_source", "read_result", "scalar_values", "session_calls", "source_counts"]
+           "every_source", "read_result", "scalar_values", "session_calls", "source_counts",
+           "step_name"]
 
 #: How results are read for sources, recorded with every design that states them
 #: (``sources-v1`` read a result cut short as text, so the fields of GAIA's 500-character
@@ -74,11 +75,13 @@ class ArgSource:
     path: str = ""
     value: Any = None
 
-    def describe(self) -> str:
-        """The source in words, with no user value in it."""
+    def describe(self, tools: Sequence[str] | None = None) -> str:
+        """The source in words, with no user value in it; with ``tools`` (the run's tool
+        names, in order) a step is named by its tool (:func:`step_name`), not its number."""
         if self.kind == "step":
-            return (f"the {self.path} in step {self.step}'s result" if self.path
-                    else f"step {self.step}'s result")
+            where = f"step {self.step}" if tools is None or self.step is None else \
+                step_name(tools, self.step)
+            return f"the {self.path} in {where}'s result" if self.path else f"{where}'s result"
         if self.kind == "customer":
             return "from the customer"
         if self.kind == "constant":
@@ -272,9 +275,23 @@ def every_source(calls: Sequence[TracedCall], customer: str
     return out
 
 
-def describe_sources(sources: Mapping[str, Sequence[ArgSource]]) -> str:
+def step_name(tools: Sequence[str], step: int) -> str:
+    """Step ``step`` (1-based) of a run with these tool names, by its tool:
+    ``get_order_details``, or ``get_order_details (its 2nd call)`` where the tool is called
+    more than once: for a procedure that does not list the steps it draws from."""
+    tool = tools[step - 1]
+    if tools.count(tool) == 1:
+        return tool
+    nth = tools[:step].count(tool)
+    suffix = {1: "st", 2: "nd", 3: "rd"}.get(nth if nth < 20 else nth % 10, "th")
+    return f"{tool} (its {nth}{suffix} call)"
+
+
+def describe_sources(sources: Mapping[str, Sequence[ArgSource]],
+                     tools: Sequence[str] | None = None) -> str:
     """One call's arguments with their sources, for a procedure step:
-    ``order_id from the customer; user_id = the user_id in step 1's result``."""
+    ``order_id from the customer; user_id = the user_id in step 1's result`` (with ``tools``,
+    ``... in find_user_id_by_email's result``: :meth:`ArgSource.describe`)."""
     parts = []
     for arg, srcs in sources.items():
         # a list's elements: each distinct source once (its path's [] says it is a list),
@@ -285,7 +302,7 @@ def describe_sources(sources: Mapping[str, Sequence[ArgSource]]) -> str:
             said.setdefault(key, [])
             if src.step is not None and src.step not in said[key]:
                 said[key].append(src.step)
-        words = [_steps(k[5:], steps) if k.startswith("step:") else k
+        words = [_steps(k[5:], steps, tools) if k.startswith("step:") else k
                  for k, steps in said.items()]
         joined = " and ".join(words) or "an empty list"
         verb = " =" if all(s.kind in ("constant", "step") for s in srcs) and srcs else ""
@@ -293,9 +310,12 @@ def describe_sources(sources: Mapping[str, Sequence[ArgSource]]) -> str:
     return "; ".join(parts)
 
 
-def _steps(path: str, steps: list[int]) -> str:
+def _steps(path: str, steps: list[int], tools: Sequence[str] | None = None) -> str:
     if len(steps) == 1:
-        return ArgSource("step", step=steps[0], path=path).describe()
+        return ArgSource("step", step=steps[0], path=path).describe(tools)
+    if tools is not None:
+        named = " and ".join(f"{step_name(tools, k)}'s" for k in steps)
+        return f"the {path} in {named} results" if path else f"{named} results"
     listed = ", ".join(map(str, steps[:-1])) + f" and {steps[-1]}"
     return f"the {path} in steps {listed}' results" if path else f"steps {listed}' results"
 
@@ -345,9 +365,10 @@ class StepFlow:
     sources: Mapping[str, tuple[ArgSource, ...]]
     variable: tuple[str, ...] = ()
 
-    def describe(self) -> str:
-        """The arguments in words (no value but a constant every member passed)."""
-        said = describe_sources(self.sources)
+    def describe(self, tools: Sequence[str] | None = None) -> str:
+        """The arguments in words (no value but a constant every member passed); with
+        ``tools`` (the representative run's tool names) a step is named by its tool."""
+        said = describe_sources(self.sources, tools)
         var = "; ".join(f"{a} {VARIABLE}" for a in self.variable)
         return "; ".join(x for x in (said, var) if x)
 

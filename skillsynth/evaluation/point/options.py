@@ -99,8 +99,8 @@ class PointOptions:
     distiller: Distiller = _opt("llm", "who writes a cluster's procedure: llm (the chat "
                                 "model), trace (by rule from the runs with their "
                                 "arguments' sources; no model call) or trace-writes (the "
-                                "trace rule keeping only the run's state-changing calls, "
-                                "with distill_args none or values)", choices=DISTILLERS,
+                                "trace rule keeping only the run's state-changing calls; a "
+                                "source names the read it comes from by its tool)", choices=DISTILLERS,
                                 sweep=True, short="distiller-", role="synthesis")
     seed: int = _opt(0, "the bootstrap (and any other sampling) seed", role="report")
     n_boot: int = _opt(N_BOOT, "bootstrap resamples per interval", role="report")

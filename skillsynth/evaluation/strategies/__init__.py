@@ -58,7 +58,6 @@ from ...pipeline.distill import (
     PROMPT_VERSION,
     TRACE_VERSION,
     VALUES_VERSION,
-    WRITES_NO_SOURCES,
     DistillArgs,
     Distiller,
     DistillMode,
@@ -190,15 +189,12 @@ class Strategy:
         if distiller != "llm":
             writes = "-writes" if distiller == "trace-writes" else ""
             return TRACE_VERSION + writes + ("-values" if args == "values" else
-                                             "" if writes else f"-{SOURCES_VERSION}")
+                                             f"-{SOURCES_VERSION}")
         return PROMPT_VERSION + ("" if args == "none" else f"-{VALUES_VERSION}"
                                  if args == "values" else f"-{args}-{SOURCES_VERSION}")
 
     def check_distillation(self, args: DistillArgs, distiller: Distiller) -> None:
-        """Raise ConfigError unless this design's pass can distil as asked (its own does,
-        but for a writes-only procedure with sources)."""
-        if distiller == "trace-writes" and args == "provenance":
-            raise ConfigError(WRITES_NO_SOURCES, key="distill_args")
+        """Raise ConfigError unless this design's pass can distil as asked (its own does)."""
 
     def check_rate(self, rate: str) -> None:
         """Raise ConfigError unless this design's synthesis can qualify clusters by ``rate``."""
