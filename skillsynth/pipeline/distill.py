@@ -361,22 +361,23 @@ def distill_trace(cluster: Cluster, args: DistillArgs = "provenance", *,
     """
     rep = cluster.representative()
     flows = cluster_dataflow(cluster.members, rep)
-    keep = [not (writes_only and is_read(f.tool)) for f in flows]
-    if not any(keep):
+    kept = [i for i, f in enumerate(flows) if not (writes_only and is_read(f.tool))]
+    if not kept:
         what = "successful state-changing call" if flows else "successful call"
         raise MalformedSkill(f"the representative run has no {what}", field="steps")
     if args == "values":
-        steps = [f"Call {c.name}" + (f" with {json.dumps(dict(c.arguments), ensure_ascii=False)}"
-                                     if c.arguments else "")
-                 for c, k in zip(session_calls(rep), keep, strict=True) if k]
+        calls = session_calls(rep)
+        said = [json.dumps(dict(calls[i].arguments), ensure_ascii=False)
+                if calls[i].arguments else "" for i in kept]
     else:
         tools = [f.tool for f in flows] if writes_only else None
-        steps = [f"Call {f.tool}" + (f" with {f.describe(tools)}" if f.describe(tools) else "")
-                 for f, k in zip(flows, keep, strict=True) if k]
-    kept = [f for f, k in zip(flows, keep, strict=True) if k]
-    name = re.sub(r"[^a-z0-9]+", "-", kept[-1].tool.lower()).strip("-")[:64].strip("-")
+        said = [flows[i].describe(tools) for i in kept]
+    steps = [f"Call {flows[i].tool}" + (f" with {w}" if w else "")
+             for i, w in zip(kept, said, strict=True)]
+    last = flows[kept[-1]].tool
+    name = re.sub(r"[^a-z0-9]+", "-", last.lower()).strip("-")[:64].strip("-")
     data = {"name": name or "procedure", "when_to_use": trace_when(cluster),
-            "tools_required": list(dict.fromkeys(f.tool for f in kept)),
+            "tools_required": list(dict.fromkeys(flows[i].tool for i in kept)),
             "steps": steps, "edge_cases": [_TRACE_EDGE]}
     text = _render(data)
     repairs: list[str] = []

@@ -104,17 +104,18 @@ def group_of(actions: Sequence[GoldAction], by: CarryoverGroup) -> str | None:
 def value_carryover(gold: Mapping[str, Sequence[GoldAction]], by: CarryoverGroup = "kind", *,
                     n_boot: int = N_BOOT, seed: int = 0) -> Carryover:
     """:class:`Carryover` over ``gold`` (task id -> its gold actions)."""
-    grouped: dict[str, list[Sequence[GoldAction]]] = defaultdict(list)
+    # each task's writes and their values, once: (writes, values) per member of a group
+    grouped: dict[str, list[tuple[list[GoldAction], frozenset[tuple[str, str, str]]]]] = \
+        defaultdict(list)
     for actions in gold.values():
-        key = group_of(actions, by)
-        if key is not None and write_values(actions):
-            grouped[key].append([a for a in actions if a.state_changing])
+        key, values = group_of(actions, by), write_values(actions)
+        if key is not None and values:
+            grouped[key].append(([a for a in actions if a.state_changing], values))
     shares: list[float] = []
     matched: list[float] = []
     keys: list[str] = []
     for key, members in grouped.items():
-        for history, probe in permutations(members, 2):
-            have, want = write_values(history), write_values(probe)
+        for (history, have), (probe, want) in permutations(members, 2):
             shares.append(len(want & have) / len(want))
             matched.append(sum(any(action_matches(g, h.name, h.arguments) for h in history)
                                for g in probe) / len(probe))

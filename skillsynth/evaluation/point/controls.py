@@ -65,6 +65,7 @@ from typing import Any, Protocol
 
 from ...corpora.labels import SessionLabel
 from ...errors import ArmSkipped, EvaluationError, WorldError
+from ...pipeline.detect import is_read
 from ...pipeline.plan import Plan, with_plan
 from ...pipeline.provenance import (
     ArgSource,
@@ -78,7 +79,7 @@ from ...pipeline.skill import MAX_NAME_CHARS, Skill
 from ...store import Procedure
 from ..strategies import ControlKind
 from .descriptions import generic_line, one_line, tool_descriptions
-from .split import READ_ONLY_PREFIXES, Split
+from .split import Split
 from .traced import plan_shape, summed, trace_plan, trace_run
 
 __all__ = [
@@ -135,7 +136,7 @@ class GoldAction:
     @property
     def state_changing(self) -> bool:
         """Not a read by name (the ``tools`` family rule's prefixes)."""
-        return not self.name.startswith(READ_ONLY_PREFIXES)
+        return not is_read(self.name)
 
 
 def gold_actions(raw: Iterable[Mapping[str, Any] | tuple[str, Mapping[str, Any]]]

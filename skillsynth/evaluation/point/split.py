@@ -31,12 +31,11 @@ from ...corpora.importing import write_session
 from ...corpora.labels import LabelStore, SessionLabel, labels_path_for
 from ...corpora.records import BadRecord
 from ...errors import EvaluationError
-from ...pipeline.detect import READ_ONLY_PREFIXES
+from ...pipeline.detect import is_read
 from ...store import MemoryStore, Procedure
 
-__all__ = ["FAMILY_RULES", "PROBE_RULES", "READ_ONLY_PREFIXES", "FamilyRule", "ProbeRule",
-           "Split", "build_history", "family_of", "load_split", "procedure_families",
-           "split_attempts"]
+__all__ = ["FAMILY_RULES", "PROBE_RULES", "FamilyRule", "ProbeRule", "Split", "build_history",
+           "family_of", "load_split", "procedure_families", "split_attempts"]
 
 FamilyRule = Literal["task", "tools"]
 FAMILY_RULES: tuple[FamilyRule, ...] = ("task", "tools")
@@ -56,7 +55,7 @@ def family_of(label: SessionLabel, rule: FamilyRule = "task") -> str | None:
         list(label.essential_steps or ())
     if not names:
         return None
-    changing = sorted({n for n in names if not n.startswith(READ_ONLY_PREFIXES)})
+    changing = sorted({n for n in names if not is_read(n)})
     return "tools:" + ("+".join(changing) if changing else "read-only")
 
 
