@@ -82,27 +82,10 @@ from .descriptions import generic_line, one_line, tool_descriptions
 from .split import Split
 from .traced import plan_shape, summed, trace_plan, trace_run
 
-__all__ = [
-    "CONTROLS",
-    "FROM_RUN",
-    "ORACLES",
-    "ORACLE_PREFIX",
-    "POSITIVE",
-    "TRACED",
-    "GoldAction",
-    "GoldSource",
-    "action_matches",
-    "call_arguments",
-    "check_gold",
-    "generic_line",
-    "gold_actions",
-    "mismatched_session",
-    "one_line",
-    "oracle_procedure",
-    "oracle_skill",
-    "read_back_691",
-    "tool_descriptions",
-]
+__all__ = ["CONTROLS", "FROM_RUN", "ORACLES", "ORACLE_PREFIX", "POSITIVE", "TRACED", "GoldAction",
+           "GoldSource", "action_matches", "call_arguments", "check_gold", "generic_line",
+           "gold_actions", "mismatched_session", "one_line", "oracle_procedure", "oracle_skill",
+           "read_back_691", "tool_descriptions"]
 
 CONTROLS: tuple[ControlKind, ...] = ("oracle", "oracle-args", "oracle-run", "oracle-dataflow",
                                      "oracle-plan", "mismatched", "mismatched-plan", "inert")
