@@ -134,3 +134,24 @@ def test_corpus_ideal_builds_and_prints_the_sources_per_result_length(tmp_path, 
     assert main(["corpus", "ideal", str(src), str(out), "--world", "tau2:retail",
                  "--attempts", "2"]) == 0
     assert "finished build of 1 task(s), kept as it is" in capsys.readouterr().out
+
+
+@pytest.mark.live
+def test_every_task_of_the_world_is_a_corpus_with_its_gold_calls(tmp_path):
+    from skillsynth.evaluation.live.worlds import get_world
+
+    retail = get_world("tau2:retail")
+    rep = ideal_history(retail, None, tmp_path / "ideal.db", attempts=1,
+                        tasks=["70", "24", "39"])
+    assert rep.tasks == ["70", "39"] and rep.from_gold == 2 and rep.from_recorded == 0
+    assert rep.left_out["24"] == "no recorded successful run and no gold calls"
+    with LabelStore(labels_path_for(tmp_path / "ideal.db")) as lab:
+        labels = {x.task_id: x for x in lab.all()}
+    assert set(labels) == {"70", "39"}  # the world's own ids, written in the order asked
+    gold = retail.gold_actions("39")
+    assert labels["39"].essential_steps == tuple(n for n, _ in gold)
+    assert [(a["name"], a["arguments"]) for a in labels["39"].actions] == gold
+    assert labels["39"].attempt == 1 and labels["39"].extra["reference"] == "gold"
+    with pytest.raises(EvaluationError, match="tau2:retail has no task"):
+        ideal_history(retail, None, tmp_path / "other.db", attempts=1, tasks=["9999"])
+    assert not (tmp_path / "other.db").exists()

@@ -83,6 +83,14 @@ def test_live_world_keys_are_checked(tmp_path):
     ideal = SweepSpec.load(_spec(tmp_path, corpus={"db": "x.db"}, history="ideal",
                                  world="tau2:retail"))
     assert ideal.options.history == "ideal"
+    # every task of the world as the corpus: with ideal history only, and all of them
+    whole = SweepSpec.load(_spec(tmp_path, corpus={"world": "all"}, history="ideal",
+                                 world="tau2:retail"))
+    assert whole.corpus == {"world": "all"}
+    for bad in ({"corpus": {"world": "all"}, "world": "tau2:retail"},
+                {"corpus": {"world": [1, 2]}, "history": "ideal", "world": "tau2:retail"}):
+        with pytest.raises(ConfigError, match="goes with history: ideal"):
+            SweepSpec.load(_spec(tmp_path, **bad))
 
 
 def test_calibrated_tau_points_take_the_embedders_calibration(tmp_path):

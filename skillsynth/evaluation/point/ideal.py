@@ -198,8 +198,8 @@ def ideal_attempts(k: int, family: FamilyRule) -> int:
     return 1 if family == "tools" else k + 1
 
 
-def ideal_history(world: World, corpus: str | Path, db_path: str | Path, *, attempts: int,
-                  tasks: Sequence[str] | None = None, progress: bool = False
+def ideal_history(world: World, corpus: str | Path | None, db_path: str | Path, *,
+                  attempts: int, tasks: Sequence[str] | None = None, progress: bool = False
                   ) -> IdealHistoryReport:
     """Write ``attempts`` ideal attempts of every task of ``corpus`` (or of ``tasks``).
 
@@ -209,7 +209,9 @@ def ideal_history(world: World, corpus: str | Path, db_path: str | Path, *, atte
 
     Args:
         world: the world the corpus was recorded in (the tasks are its tasks).
-        corpus: a labelled corpus database (its successful sessions are the references).
+        corpus: a labelled corpus database (its successful sessions are the references),
+            or None: every task of ``world``, each with its gold calls as the reference (a
+            recurrence by kind needs more tasks than any recording has).
         db_path: the ideal corpus to write (its labels file beside).
         attempts: attempts per task (the protocol's k plus one for the probe).
         tasks: only these task ids, as the corpus's labels name them (None: every task).
@@ -224,7 +226,7 @@ def ideal_history(world: World, corpus: str | Path, db_path: str | Path, *, atte
     if attempts < 1:
         raise EvaluationError(f"attempts must be >= 1, got {attempts}")
     db = Path(db_path)
-    if db.resolve() == Path(corpus).resolve():
+    if corpus is not None and db.resolve() == Path(corpus).resolve():
         raise EvaluationError(f"the ideal corpus {db} would overwrite its source corpus")
     report = IdealHistoryReport(world=world.name, db_path=str(db), attempts=attempts)
     if db.exists():
@@ -236,14 +238,12 @@ def ideal_history(world: World, corpus: str | Path, db_path: str | Path, *, atte
                                   f"task, not {attempts}; remove it or write elsewhere")
         report.already_present = len({x.task_id for x in found})
         return report
-    with LabelStore(labels_path_for(corpus)) as store_labels:
-        labels = store_labels.all()
-    base = _labels_by_task(labels)
-    wanted = sorted(base) if tasks is None else [str(t) for t in tasks]
+    base, recorded = _world_labels(world) if corpus is None else _corpus_labels(corpus)
+    everything = list(base) if corpus is None else sorted(base)  # the world's own order
+    wanted = everything if tasks is None else [str(t) for t in tasks]
     if unknown := [t for t in wanted if t not in base]:
-        raise EvaluationError(f"{corpus} has no labelled session of task(s) {unknown}")
-    recorded = successful_runs(corpus, [x.session_id for x in labels],
-                               {x.session_id: x for x in labels})
+        raise EvaluationError(f"{world.name} has no task(s) {unknown}" if corpus is None else
+                              f"{corpus} has no labelled session of task(s) {unknown}")
     tmp = db.with_name(db.name + ".building")
     for stale in (tmp, labels_path_for(tmp)):
         stale.unlink(missing_ok=True)
@@ -258,14 +258,37 @@ def ideal_history(world: World, corpus: str | Path, db_path: str | Path, *, atte
             out.add([r.label for r in recs])
         out.record_build("ideal-history", begun, now_iso(), {
             "world": world.name, "skillsynth": __version__, "attempts": attempts,
-            "source_corpus": str(corpus), "tasks": report.tasks,
+            "source_corpus": str(corpus or f"world:{world.name}"), "tasks": report.tasks,
             "left_out": report.left_out})
     if not report.tasks:
-        raise EvaluationError(f"no task of {corpus} has a reference run that reaches its goal "
-                              f"state in {world.name} (left out: {report.left_out})")
+        raise EvaluationError(f"no task of {corpus or world.name} has a reference run that "
+                              f"reaches its goal state in {world.name} (left out: "
+                              f"{report.left_out})")
     labels_path_for(tmp).replace(labels_path_for(db))
     tmp.replace(db)
     return report
+
+
+def _corpus_labels(corpus: str | Path) -> tuple[dict[str, SessionLabel],
+                                                dict[str, list[tuple[str, Any]]]]:
+    """A recorded corpus's first label per task, and its tasks' successful runs."""
+    with LabelStore(labels_path_for(corpus)) as store_labels:
+        labels = store_labels.all()
+    recorded = successful_runs(corpus, [x.session_id for x in labels],
+                               {x.session_id: x for x in labels})
+    return _labels_by_task(labels), recorded
+
+
+def _world_labels(world: Any) -> tuple[dict[str, SessionLabel], dict[str, list[Any]]]:
+    """A label per task of the world, its gold calls as the ground truth (no recording)."""
+    out = {}
+    for t in world.tasks():
+        gold = [{"name": n, "arguments": dict(a)} for n, a in world.gold_actions(t.task_id)]
+        out[t.task_id] = SessionLabel(session_id="", source=SOURCE, task_id=t.task_id,
+                                      attempt=None, success=True,
+                                      essential_steps=tuple(g["name"] for g in gold),
+                                      actions=tuple(gold))
+    return out, {}
 
 
 def _one_task(world: World, task: str, attempts: int,

@@ -62,9 +62,10 @@ __all__ = [
 
 def _build_corpus(spec: SweepSpec, run_dir: Path, log: Any) -> Path:
     """The corpus the points read: the spec's (imported, generated or named), or under
-    ``history: ideal`` the ideal attempts of its tasks (``corpus/ideal.db``, no model)."""
-    db = _source_corpus(spec, run_dir, log)
-    if spec.options.history != "ideal":
+    ``history: ideal`` the ideal attempts of its tasks, or of every task of the world
+    (``corpus/ideal.db``, no model)."""
+    db = None if "world" in spec.corpus else _source_corpus(spec, run_dir, log)
+    if db is not None and spec.options.history != "ideal":
         return db
     from ..live.worlds import get_world
     from ..point.ideal import ideal_attempts, ideal_history

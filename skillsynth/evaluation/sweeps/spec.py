@@ -46,8 +46,9 @@ class SweepSpec:
             ``{"db": path}`` (relative paths are relative to the spec file's folder) or, with
             ``history: live``, ``{"live": {"tasks": [...], "temperature": 0.7}}``: the agent
             runs k+1 attempts of each task in ``world`` and those runs are the corpus. With
-            ``history: ideal`` (an ``import`` or ``db`` corpus of ``world``'s tasks) each
-            task's reference run is executed k+1 times in ``world`` and those are the corpus
+            ``history: ideal`` (an ``import`` or ``db`` corpus of ``world``'s tasks, or
+            ``{"world": "all"}``: every task of ``world`` with its gold calls) each task's
+            reference run is executed k+1 times in ``world`` and those are the corpus
             (:func:`~skillsynth.evaluation.point.ideal.ideal_history`).
         backend: ``local`` or ``lemonade`` (with optional ``chat_model``/``embed_model``).
         grid: key -> values; every combination is a point.
@@ -137,18 +138,22 @@ class SweepSpec:
                               key="point_timeout_s", source=src)
         self.backend_spec()
         kinds = set(self.corpus) if isinstance(self.corpus, Mapping) else set()
-        if len(kinds) != 1 or not kinds <= {"synthetic", "import", "db", "live"}:
+        if len(kinds) != 1 or not kinds <= {"synthetic", "import", "db", "live", "world"}:
             raise ConfigError("corpus must have exactly one of 'synthetic', 'import', 'db', "
-                              "'live'", key="corpus", source=src)
+                              "'live', 'world'", key="corpus", source=src)
         opts = self.options  # its values were checked when it was made
         if (opts.history == "live") != ("live" in kinds):
             raise ConfigError("history: live goes with corpus: {live: {tasks: [...]}} (the "
                               "agent's own runs are the corpus), and only with it",
                               key="history", source=src)
-        if opts.history == "ideal" and not kinds <= {"import", "db"}:
+        if opts.history == "ideal" and not kinds <= {"import", "db", "world"}:
             raise ConfigError("history: ideal executes the tasks of a recorded corpus in "
-                              "`world`: give corpus: {import: ...} or {db: ...}",
-                              key="history", source=src)
+                              "`world`: give corpus: {import: ...}, {db: ...} or "
+                              "{world: all}", key="history", source=src)
+        if "world" in kinds and (opts.history != "ideal" or self.corpus["world"] != "all"):
+            raise ConfigError("corpus: {world: all} (every task of `world`, its gold calls "
+                              "the reference) goes with history: ideal", key="corpus.world",
+                              source=src)
         if opts.history == "live" and (not isinstance(
                 self.corpus["live"], Mapping) or not self.corpus["live"].get("tasks")):
             raise ConfigError("history: live needs a tau2 world and corpus.live.tasks",
