@@ -25,6 +25,7 @@ through untranslated (it is chained with ``raise ... from exc``)::
     │   ├── ModelNotFound        the configured model is not served (says how to get it)
     │   ├── KeyRejected          the server refused the API key, or wants one (401/403)
     │   ├── InputTooLarge        one input has more tokens than the server takes (says both)
+    │   ├── ContextExceeded      a request is longer than the server's context (says both)
     │   └── MalformedResponse    the server answered something we cannot parse
     ├── EmbedderError            embeddings could not be produced or would be mixed
     ├── PrepareError             a step of ``skillsynth models prepare`` failed (names it)
@@ -42,6 +43,7 @@ from __future__ import annotations
 __all__ = [
     "ArmSkipped",
     "ConfigError",
+    "ContextExceeded",
     "CorpusError",
     "CorpusFormatError",
     "EmbedderError",
@@ -253,6 +255,26 @@ class InputTooLarge(LLMError):
     Attributes:
         tokens: the input's token count (N), when the server said it.
         limit: the most tokens the server takes (B), when it said it.
+    """
+
+    def __init__(self, message: str, *, base_url: str | None = None, model: str | None = None,
+                 tokens: int | None = None, limit: int | None = None):
+        self.tokens = tokens
+        self.limit = limit
+        super().__init__(message, base_url=base_url, model=model)
+
+
+class ContextExceeded(LLMError):
+    """The request is longer than the server's context window.
+
+    llama-server (behind Lemonade too) says both numbers: "request (N tokens) exceeds the
+    available context size (C tokens)". Not retried: the same request fails the same way.
+    Not an outage either: the live agent ends such a run at its context (``context-limit``),
+    as a fixed-context agent would, instead of invalidating the point.
+
+    Attributes:
+        tokens: the request's token count (N), when the server said it.
+        limit: the server's context size (C), when it said it.
     """
 
     def __init__(self, message: str, *, base_url: str | None = None, model: str | None = None,

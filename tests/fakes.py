@@ -423,6 +423,10 @@ class BadServer:
         f = self.fault
         if f == "http-500":
             conn.sendall(_http(500, b'{"error": "internal"}'))
+        elif f == "over-context":  # llama-server's words for a conversation over its window
+            conn.sendall(_http(400, b'{"error": {"code": 400, "type": "exceed_context_size_'
+                               b'error", "message": "request (9055 tokens) exceeds the '
+                               b'available context size (8192 tokens), try increasing it"}}'))
         elif f == "hang":
             self.stop.wait()
         elif f == "trickle":  # the whole answer, status line included, a byte a second

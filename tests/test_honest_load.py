@@ -23,7 +23,7 @@ from fakes import (
 )
 
 from skillsynth.config import Thresholds
-from skillsynth.errors import PointInvalid
+from skillsynth.errors import ContextExceeded, PointInvalid
 from skillsynth.evaluation import EvalConfig, run_point
 from skillsynth.evaluation.point.summary import SUMMARY
 from skillsynth.evaluation.reporting import report
@@ -84,6 +84,37 @@ def test_a_live_run_cut_off_by_the_server_is_no_live_result(tmp_path, fault):
     res = run_point(cfg, agent, FakeFamilyEmbedder(), out)
     live = [r for r in res.rows if r.steps_method == "live"]
     assert live and all(r.termination != "model-error" for r in live)
+
+
+def test_a_conversation_over_the_models_context_is_a_typed_refusal_not_an_outage():
+    with BadServer("over-context") as srv, ChatClient(FAST.with_(base_url=srv.base_url)) as chat, \
+            pytest.raises(ContextExceeded) as err:
+        chat.chat([{"role": "user", "content": "hi"}])
+    assert (err.value.tokens, err.value.limit) == (9055, 8192)
+    assert "9055 tokens" in str(err.value) and "its context holds 8192" in str(err.value)
+
+
+class _OverflowingAgent(FakeToolAgent):
+    """FAKE agent whose conversation outgrows the model's context at its third turn."""
+
+    def chat(self, messages, *, tools=None, **kw):
+        if sum(1 for m in messages if m["role"] == "tool") >= 2:
+            raise ContextExceeded("request (9055 tokens) exceeds the context", tokens=9055,
+                                  limit=8192)
+        return super().chat(messages, tools=tools, **kw)
+
+
+def test_a_live_run_cut_off_by_its_context_is_a_scored_run_and_counted(tmp_path):
+    cfg = EvalConfig(str(tiny_corpus(tmp_path)), strategy="none", thresholds=TH, n_boot=100,
+                     live=True, step_limit=4)
+    agent = _OverflowingAgent(["search_file", "read_file", "reply"], {})
+    res = run_point(cfg, agent, FakeFamilyEmbedder(), tmp_path / "pt")  # not PointInvalid
+    live = [r for r in res.rows if r.steps_method == "live"]
+    assert live and {r.termination for r in live} == {"context-limit"}
+    assert all(r.steps == 2 and not r.success for r in live)  # its calls kept, no success
+    ends = res.summary["live"]["terminations"]
+    assert ends == {arm: {"context-limit": sum(r.arm == arm for r in live)}
+                    for arm in {r.arm for r in live}}
 
 
 def test_a_retried_request_warns_once_per_server_and_kind_then_counts(caplog, monkeypatch):

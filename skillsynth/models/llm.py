@@ -8,6 +8,7 @@ fall back from one server or model to another. Every failure is typed:
   pulls (Lemonade) or prepares (local) it;
 * HTTP 401/403 -> :class:`KeyRejected` (the server is up; the key is wrong or missing);
 * one input over the server's token batch -> :class:`InputTooLarge` (not retried);
+* a request over the server's context window -> :class:`ContextExceeded` (not retried);
 * a body that is not what the API promises -> :class:`MalformedResponse`.
 
 llama-server answers with its one loaded model whatever ``model`` a request names, so the
@@ -35,6 +36,7 @@ from typing import Any
 import httpx
 
 from ..errors import (
+    ContextExceeded,
     InputTooLarge,
     KeyRejected,
     LLMError,
@@ -57,6 +59,8 @@ log = logging.getLogger(__name__)
 #: llama-server's refusal of an input over its physical batch (Lemonade passes it on).
 _TOO_LARGE = re.compile(r"input \((\d+) tokens\) is too large to process"
                         r"(?:.*?current batch size: (\d+))?", re.DOTALL)
+_OVER_CONTEXT = re.compile(r"request \((\d+) tokens\) exceeds the available context size"
+                           r"(?: \((\d+) tokens\))?")
 
 __all__ = [
     "LEMONADE_BASE_URL",
@@ -187,12 +191,21 @@ class ModelConnection:
                         "tokens; the abandoned request holds the server until it ends")
 
     def _raise_if_too_large(self, resp: httpx.Response, path: str) -> None:
-        """An input over the server's token batch: a typed error, never a retry."""
+        """An input over the server's token batch, or a request over its context: a typed
+        error, never a retry."""
+        e = self.endpoint
+        if (over := _OVER_CONTEXT.search(resp.text)) is not None:
+            n, ctx = over.group(1), over.group(2)
+            raise ContextExceeded(
+                f"{e.backend} at {e.base_url} (model {e.model}): {path} refused a request of "
+                f"{n} tokens" + (f" (its context holds {ctx})" if ctx else "") +
+                "; shorten the conversation, or serve the model with a larger context",
+                base_url=e.base_url, model=e.model, tokens=int(n),
+                limit=int(ctx) if ctx else None)
         found = _TOO_LARGE.search(resp.text)
         if found is None:
             return
         tokens, limit = found.group(1), found.group(2)
-        e = self.endpoint
         raise InputTooLarge(
             f"{e.backend} at {e.base_url} (model {e.model}): {path} refused an input of "
             f"{tokens} tokens" + (f" (it takes at most {limit})" if limit else "") +

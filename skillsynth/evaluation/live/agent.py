@@ -10,7 +10,9 @@ and, under ``procedure_form`` plan or both, each recalled plan as one more tool
 episode (a fresh state per run). The loop stops when the model answers without a tool call
 (``agent-stop``; solo, when it calls tau2's stop tool ``done``, or answers in text after two
 reminders to go on; with a simulated user, when the user ends the conversation: ``user-stop``),
-at the step limit (``step-limit``) or on a model error (``model-error``); the world then
+at the step limit (``step-limit``), when the conversation outgrows the model's context
+(``context-limit``: the server refuses the request as too long, as a fixed-context agent
+would be cut off; not an outage) or on a model error (``model-error``); the world then
 scores the run by its own rule. A call the model wrote as JSON text in its
 answer (small local models do) is taken as a call when it names an offered tool
 (:func:`~skillsynth.models.text_calls.tool_calls_in_content`), and counted. This module measures; it
@@ -25,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ...errors import LLMError, StepNotCalled
+from ...errors import ContextExceeded, LLMError, StepNotCalled
 from ...models.text_calls import tool_calls_in_content
 from ...pipeline.execute import PlanRun
 from ...pipeline.inject import RecallCut, inject, tools_for_turn
@@ -71,7 +73,8 @@ class AgentRun:
         failed_calls: calls the world answered with an error.
         turns: model turns taken.
         termination: ``agent-stop``, ``user-stop`` (a simulated user ended it), ``step-limit``,
-            ``turn-limit`` (the simulated user ran out of turns) or ``model-error``.
+            ``turn-limit`` (the simulated user ran out of turns), ``context-limit`` (the
+            conversation outgrew the model's context) or ``model-error``.
         success, reward: the world's verdict on the run (None where it cannot judge).
         prompt_tokens, completion_tokens: summed over turns, as the server reported them.
         llm_calls, cache_hits: model turns requested, and those answered by the cache.
@@ -238,6 +241,9 @@ def run_agent(llm: ChatModel, episode: Episode, *, tool_specs: Sequence[Mapping[
         try:
             r = llm.chat(messages, tools=specs, temperature=temperature, max_tokens=max_tokens,
                          seed=seed, prompt_version=AGENT_PROMPT_VERSION)
+        except ContextExceeded as exc:
+            loop.error, loop.termination = f"{type(exc).__name__}: {exc}", "context-limit"
+            break
         except LLMError as exc:
             loop.error, loop.termination = f"{type(exc).__name__}: {exc}", "model-error"
             break

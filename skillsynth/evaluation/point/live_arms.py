@@ -31,7 +31,7 @@ from .control_checks import gold_share_matched, gold_writes_matched
 from .metrics import ProbeResult
 from .recall_plans import MemberPlans
 
-__all__ = ["live_rows", "live_world"]
+__all__ = ["live_rows", "live_world", "terminations"]
 
 
 def _norm(text: str) -> str:
@@ -193,3 +193,14 @@ def _live_row(r: ProbeResult, arm: str, run: AgentRun, block: str, rep: int,
         prompt_tokens=run.prompt_tokens, completion_tokens=run.completion_tokens,
         reward=run.reward, termination=run.termination, repeat=rep, world=world,
         gold_matched=matched[0], gold_writes_matched=matched[1], decisions=run.decisions)
+
+
+def terminations(rows: Sequence[ProbeResult]) -> dict[str, dict[str, int]]:
+    """How the live runs ended, counted per arm (a ``context-limit`` or ``step-limit`` beside
+    the finished runs says how many were cut off, and in which arm)."""
+    out: dict[str, dict[str, int]] = {}
+    for r in rows:
+        if r.termination is not None:
+            got = out.setdefault(r.arm, {})
+            got[r.termination] = got.get(r.termination, 0) + 1
+    return out

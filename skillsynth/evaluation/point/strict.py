@@ -18,7 +18,7 @@ from ...store import MemoryStore
 from .complete import require_pass
 from .context import PointContext, ProtocolRun, check_procedures, families_without_probe
 from .floors import check_floors
-from .live_arms import live_rows, live_world
+from .live_arms import live_rows, live_world, terminations
 from .metrics import ProbeResult
 from .record import model_of
 from .scoring import FloorWitness, probe_rows, progress_bar, store_view
@@ -72,6 +72,7 @@ def run_strict(ctx: PointContext) -> ProtocolRun:
             world, task_of, live_info = live_world(ctx, store, recorded, probe_calls, goals)
             rows += live_rows(ctx, world, task_of, rows, view.recaller)
             live_info["user_model"] = (model_of(ctx.user) or {}).get("model")
+            live_info["terminations"] = terminations(rows)
             ctx.timings["live"] = round(time.perf_counter() - t_live, 4)
         with ctx.stage("floors"):
             floors = check_floors(store, strategy, ctx.llm, ctx.embedder, th, cfg.mode,

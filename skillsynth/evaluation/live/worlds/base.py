@@ -16,8 +16,10 @@ __all__ = ["FINISHED", "CallOutcome", "Episode", "Score", "Termination", "Turn",
            "WorldTask", "task_order"]
 
 #: How a run ended: the model answered without a call (solo) or the simulated user ended
-#: the conversation; or the step limit, the user-turn limit or a model error cut it off.
-Termination = Literal["agent-stop", "user-stop", "step-limit", "turn-limit", "model-error"]
+#: the conversation; or the step limit, the user-turn limit, the model's context (the
+#: conversation outgrew the server's window) or a model error cut it off.
+Termination = Literal["agent-stop", "user-stop", "step-limit", "turn-limit", "context-limit",
+                      "model-error"]
 #: The endings a world scores as finished runs (tau2's AGENT_STOP and USER_STOP).
 FINISHED: tuple[Termination, ...] = ("agent-stop", "user-stop")
 
