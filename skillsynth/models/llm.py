@@ -61,6 +61,14 @@ _TOO_LARGE = re.compile(r"input \((\d+) tokens\) is too large to process"
                         r"(?:.*?current batch size: (\d+))?", re.DOTALL)
 _OVER_CONTEXT = re.compile(r"request \((\d+) tokens\) exceeds the available context size"
                            r"(?: \((\d+) tokens\))?")
+#: The refusals llama-server words with both numbers: (its words, the error, what it refused,
+#: how the limit is said, what to do).
+_REFUSALS: tuple[tuple[re.Pattern[str], type[InputTooLarge | ContextExceeded], str, str,
+                       str], ...] = (
+    (_OVER_CONTEXT, ContextExceeded, "a request", "its context holds",
+     "shorten the conversation, or serve the model with a larger context"),
+    (_TOO_LARGE, InputTooLarge, "an input", "it takes at most",
+     "shorten the input, or load the model with a larger batch (--ubatch-size)"))
 
 __all__ = [
     "LEMONADE_BASE_URL",
@@ -194,24 +202,13 @@ class ModelConnection:
         """An input over the server's token batch, or a request over its context: a typed
         error, never a retry."""
         e = self.endpoint
-        if (over := _OVER_CONTEXT.search(resp.text)) is not None:
-            n, ctx = over.group(1), over.group(2)
-            raise ContextExceeded(
-                f"{e.backend} at {e.base_url} (model {e.model}): {path} refused a request of "
-                f"{n} tokens" + (f" (its context holds {ctx})" if ctx else "") +
-                "; shorten the conversation, or serve the model with a larger context",
-                base_url=e.base_url, model=e.model, tokens=int(n),
-                limit=int(ctx) if ctx else None)
-        found = _TOO_LARGE.search(resp.text)
-        if found is None:
-            return
-        tokens, limit = found.group(1), found.group(2)
-        raise InputTooLarge(
-            f"{e.backend} at {e.base_url} (model {e.model}): {path} refused an input of "
-            f"{tokens} tokens" + (f" (it takes at most {limit})" if limit else "") +
-            "; shorten the input, or load the model with a larger batch (--ubatch-size)",
-            base_url=e.base_url, model=e.model, tokens=int(tokens),
-            limit=int(limit) if limit else None)
+        for pattern, cls, what, holds, fix in _REFUSALS:
+            if (found := pattern.search(resp.text)) is not None:
+                n, cap = found.group(1), found.group(2)
+                raise cls(f"{e.backend} at {e.base_url} (model {e.model}): {path} refused "
+                          f"{what} of {n} tokens" + (f" ({holds} {cap})" if cap else "") +
+                          f"; {fix}", base_url=e.base_url, model=e.model, tokens=int(n),
+                          limit=int(cap) if cap else None)
 
     def _send(self, method: str, path: str, payload: Any) -> httpx.Response:
         """One request, answered whole (status line, headers and body) within the endpoint's
