@@ -372,8 +372,12 @@ def test_live_smoke_two_tau2_retail_tasks_both_arms(servers, tmp_path):
     for r in runs:  # tau2's evaluators scored every run, whatever ended it
         assert r["reward"] is not None and "breakdown" in r["score_detail"], r["score_detail"]
         assert r["prompt_tokens"] > 0 and r["termination"] in ("agent-stop", "step-limit")
-    assert res.summary["live"] == {"world": "tau2:retail", "probes": 2, "not_in_world": [],
-                                   "user_model": None}
+    live = res.summary["live"]
+    ends = live.pop("terminations")  # how each arm's runs ended, counted as the runs say
+    assert live == {"world": "tau2:retail", "probes": 2, "not_in_world": [], "user_model": None}
+    assert ends == {arm: {t: sum(r["arm"] == arm and r["termination"] == t for r in runs)
+                          for t in {r["termination"] for r in runs if r["arm"] == arm}}
+                    for arm in ("memory", "no-memory")}
     for name in ("live_success_change", "live_share_made_worse", "live_prompt_token_change"):
         k = res.kpis[name]
         assert k.n == 2 and k.value is not None and k.lo is not None and k.hi is not None
