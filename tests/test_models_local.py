@@ -372,7 +372,7 @@ def test_live_smoke_two_tau2_retail_tasks_both_arms(servers, tmp_path):
     for r in runs:  # tau2's evaluators scored every run, whatever ended it
         assert r["reward"] is not None and "breakdown" in r["score_detail"], r["score_detail"]
         assert r["prompt_tokens"] > 0 and r["termination"] in ("agent-stop", "step-limit")
-    live = res.summary["live"]
+    live = dict(res.summary["live"])
     ends = live.pop("terminations")  # how each arm's runs ended, counted as the runs say
     assert live == {"world": "tau2:retail", "probes": 2, "not_in_world": [], "user_model": None}
     assert ends == {arm: {t: sum(r["arm"] == arm and r["termination"] == t for r in runs)
