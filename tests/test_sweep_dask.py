@@ -214,6 +214,15 @@ def _worker(address: str, *, pythonpath: str | None = None,
                             stderr=subprocess.DEVNULL)
 
 
+def _wait_for_workers(address: str, n: int) -> None:
+    """Until ``n`` workers have joined the scheduler: a scatter reaches only the workers
+    present when it is made."""
+    from distributed import Client
+
+    with Client(address, timeout=60) as client:
+        client.wait_for_workers(n, timeout=120)
+
+
 def _stand_in_skillsynth(tmp: Path, body: str) -> str:
     """A folder whose ``skillsynth`` package is a stand-in (another version, or none)."""
     pkg = tmp / "stand-in" / "skillsynth"
@@ -322,6 +331,7 @@ def test_a_shipped_worker_killed_mid_point_is_retried_and_the_aggregate_is_ident
     root = tmp / "shipped-killed"
     own_cache = _copy_cache(cache, root / "cache.db")
     workers = [_worker(scheduler), _worker(scheduler)]
+    _wait_for_workers(scheduler, 2)  # the broadcast corpus and cache then outlive either one
     killed: list[int] = []
     stop = threading.Event()
 
