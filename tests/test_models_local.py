@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -375,8 +376,7 @@ def test_live_smoke_two_tau2_retail_tasks_both_arms(servers, tmp_path):
     live = dict(res.summary["live"])
     ends = live.pop("terminations")  # how each arm's runs ended, counted as the runs say
     assert live == {"world": "tau2:retail", "probes": 2, "not_in_world": [], "user_model": None}
-    assert ends == {arm: {t: sum(r["arm"] == arm and r["termination"] == t for r in runs)
-                          for t in {r["termination"] for r in runs if r["arm"] == arm}}
+    assert ends == {arm: dict(Counter(r["termination"] for r in runs if r["arm"] == arm))
                     for arm in ("memory", "no-memory")}
     for name in ("live_success_change", "live_share_made_worse", "live_prompt_token_change"):
         k = res.kpis[name]

@@ -198,9 +198,8 @@ def _live_row(r: ProbeResult, arm: str, run: AgentRun, block: str, rep: int,
 def terminations(rows: Sequence[ProbeResult]) -> dict[str, dict[str, int]]:
     """How the live runs ended, counted per arm (a ``context-limit`` or ``step-limit`` beside
     the finished runs says how many were cut off, and in which arm)."""
+    ended = Counter((r.arm, r.termination) for r in rows if r.termination is not None)
     out: dict[str, dict[str, int]] = {}
-    for r in rows:
-        if r.termination is not None:
-            got = out.setdefault(r.arm, {})
-            got[r.termination] = got.get(r.termination, 0) + 1
+    for (arm, how), n in ended.items():
+        out.setdefault(arm, {})[how] = n
     return out
