@@ -448,3 +448,66 @@ def test_a_point_attempt_is_staged_and_a_copy_finished_first_wins(tmp_path):
     assert _point_task(point, spec, tmp_path / "corpus.db", backend, run, nb) == {"error": None}
     assert json.loads((target / "summary.json").read_text())["by"] == "the other"
     assert not list((run / "points").glob(".staging-*"))
+
+
+def test_a_shipped_point_whose_data_left_with_its_last_holder_is_sent_again(
+        tmp_path, scheduler, monkeypatch):
+    # the corpus and cache are scattered to the workers present; a worker that joins later
+    # holds no copy. Here the only holder dies running the point, so Dask cancels the point
+    # (its reason is "lost dependencies" or "already forgotten"); the sweep re-scatters and
+    # sends it to the late worker.
+    from types import SimpleNamespace
+
+    from distributed import Client
+
+    from skillsynth.evaluation.sweeps import shipping
+    from skillsynth.evaluation.sweeps.dask_cluster import ClusterFacts, DaskPoints
+
+    corpus = tmp_path / "corpus.db"
+    with sqlite3.connect(corpus) as db:
+        db.execute("CREATE TABLE t (x)")
+    cache = tmp_path / "cache.db"
+    shipping.merge_answers(cache, [("k", "chat", "m", b"answer")])
+    marker = tmp_path / "first-attempt"
+
+    def stand_in_point(point, spec, blob, snapshots, backend):  # pickled by value
+        if not marker.exists():  # the first attempt: its worker, the only holder, dies
+            marker.touch()
+            os._exit(1)
+        rows = [r for s in snapshots for r in s.rows]
+        return {"error": None, "folder": None,
+                "answers": [("seen", "chat", "m", f"{blob.sha256} {len(rows)}".encode())]}
+
+    monkeypatch.setattr(shipping, "shipped_point", stand_in_point)
+    first = _worker(scheduler)
+    late: list[subprocess.Popen] = []
+
+    def join_when_the_first_is_gone() -> None:
+        deadline = time.monotonic() + 120
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        first.wait(60)
+        late.append(_worker(scheduler))
+
+    joiner = threading.Thread(target=join_when_the_first_is_gone, daemon=True)
+    try:
+        with Client(scheduler, timeout=60) as client:
+            client.wait_for_workers(1, timeout=120)
+            facts = ClusterFacts(address=scheduler, workers=1, hosts=("h",), local=False,
+                                 transport="shipped")
+            points = DaskPoints(client=client, facts=facts, spec=None, corpus=corpus,
+                                backend=None, run_dir=tmp_path / "run", notebook=None,
+                                shipper=shipping.Shipper(client, cache))
+            joiner.start()
+            done = list(points.run_phase([SimpleNamespace(id="p1")]))
+    finally:
+        joiner.join()
+        for w in [first, *late]:
+            w.terminate()
+            w.wait(30)
+    assert [(p.id, error) for p, error in done] == [("p1", None)]
+    assert first.returncode == 1 and late  # the point ran on the worker that joined late
+    with sqlite3.connect(cache) as db:  # with the corpus and the whole cache sent again
+        (seen,) = db.execute("SELECT value FROM calls WHERE key = 'seen'").fetchone()
+    assert seen.decode() == f"{shipping.corpus_blob(corpus).sha256} 1"
+

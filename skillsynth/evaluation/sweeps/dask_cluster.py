@@ -75,6 +75,8 @@ LOCAL = "local"
 CONNECT_TIMEOUT_S = 10.0
 #: How points reach the run folder (``auto`` settles on one of the other two).
 TRANSPORTS = ("auto", "shared", "shipped")
+#: Sends of a shipped point whose scattered data was lost (the first included).
+RESHIP_TRIES = 3
 
 
 @dataclass(frozen=True)
@@ -260,23 +262,21 @@ class DaskPoints:
     merged: MergeCounts = field(default_factory=MergeCounts)
 
     def run_phase(self, phase: Sequence[Point]) -> Iterator[tuple[Point, str | None]]:
-        """Submit the phase's points; yield each as the cluster finishes it."""
+        """Submit the phase's points; yield each as the cluster finishes it.
+
+        Shipped: a point whose scattered corpus or cache left with every worker that held
+        it (workers that joined after the scatter, then the holders lost) is sent again
+        with the data re-scattered, up to ``RESHIP_TRIES`` times; it had not run wrong."""
+        from concurrent.futures import CancelledError
+
         from distributed import as_completed
 
-        from .shipping import shipped_point
-
-        if self.shipper is not None:  # what is new in the cache: phase 2 meets phase 1's
-            task: Callable[..., Any] = shipped_point
-            args: tuple[Any, ...] = (self.spec, self.shipper.corpus(self.corpus),
-                                     self.shipper.snapshots(), self.backend)
-        else:
-            task, args = _point_task, (self.spec, self.corpus, self.backend, self.run_dir,
-                                       self.notebook)
-        futures = {self.client.submit(task, p, *args, pure=False,
-                                      key=f"skillsynth-point-{p.id}-{uuid.uuid4().hex[:6]}"): p
-                   for p in phase}
-        for fut in as_completed(futures):
-            p = futures[fut]
+        args = self._args()
+        futures = {self._submit(p, args): p for p in phase}
+        tries = dict.fromkeys((p.id for p in phase), 1)
+        pending = as_completed(futures)
+        for fut in pending:
+            p = futures.pop(fut)
             try:
                 result = fut.result()
                 error = result["error"]
@@ -284,8 +284,31 @@ class DaskPoints:
                     self.merged += self.shipper.take_back(result["answers"])
                     _place_shipped(result["folder"], self.run_dir / "points", p.id)
             except Exception as exc:  # noqa: BLE001 (a task the cluster gave up on)
+                if (self.shipper is not None and isinstance(exc, CancelledError)
+                        and self.shipper.lost() and tries[p.id] < RESHIP_TRIES):
+                    tries[p.id] += 1
+                    args = self._args()  # re-scatters what was lost, once
+                    again = self._submit(p, args)
+                    futures[again] = p
+                    pending.add(again)
+                    continue
                 error = f"{type(exc).__name__}: {exc}"
             yield p, error
+
+    def _args(self) -> tuple[Any, ...]:
+        """A point task's arguments after the point; shipped: what is new in the cache
+        (phase 2 meets phase 1's answers) and the corpus, each scattered when not held."""
+        if self.shipper is not None:
+            return (self.spec, self.shipper.corpus(self.corpus), self.shipper.snapshots(),
+                    self.backend)
+        return (self.spec, self.corpus, self.backend, self.run_dir, self.notebook)
+
+    def _submit(self, point: Point, args: tuple[Any, ...]) -> Any:
+        from .shipping import shipped_point
+
+        task: Callable[..., Any] = _point_task if self.shipper is None else shipped_point
+        return self.client.submit(task, point, *args, pure=False,
+                                  key=f"skillsynth-point-{point.id}-{uuid.uuid4().hex[:6]}")
 
     def finish(self, log: Callable[[str], Any]) -> None:
         """After the last phase: lost workers' staging folders go; conflicts are said."""

@@ -9,6 +9,9 @@ nothing on a worker writes a path of the submitting machine:
   phase, second phase) only the rows added since (:class:`Shipper`); a worker keeps its
   own SQLite copy, made to agree with what it was sent (the submitter's answers win), and
   returns the answers its point added;
+* a scatter reaches the workers present when it is made (a later one fetches from a
+  peer); if every worker holding the corpus or a snapshot is lost, both are sent again
+  (the corpus, and the cache whole) and the points that needed them are submitted again;
 * the point runs in the worker's local directory and comes back as a gzipped tar, which
   the submitter unpacks into ``points/<id>/`` (first finished copy wins, as with a shared
   folder).
@@ -150,22 +153,42 @@ class Shipper:
         self._corpora: dict[Path, Any] = {}
 
     def corpus(self, path: Path) -> Any:
-        """The corpus at ``path`` on every worker (a future; read and sent once)."""
-        if path not in self._corpora:
+        """The corpus at ``path`` on every worker (a future; read and sent once, and again
+        if every worker that held it is gone)."""
+        sent = self._corpora.get(path)
+        if sent is None or not _held(sent):
             self._corpora[path] = self._client.scatter(corpus_blob(path), broadcast=True)
         return self._corpora[path]
 
     def snapshots(self) -> list[Any]:
-        """Scatter what is new since the last call; the futures of every snapshot sent."""
+        """Scatter what is new since the last call; the futures of every snapshot sent.
+
+        A broadcast reaches the workers present when it is made; one that joins later
+        fetches from a peer when its first task needs it. If every holder of a snapshot is
+        gone, the cache is sent whole again (a worker's copy is made to agree with it)."""
+        if not all(_held(f) for f in self._sent):
+            self._sent.clear()
+            self._keys.clear()
         snap = cache_snapshot(self._cache, skip=self._keys)
         if snap.rows or not self._sent:
             self._sent.append(self._client.scatter(snap, broadcast=True))
             self._keys.update(row[0] for row in snap.rows)
         return list(self._sent)
 
+    def lost(self) -> bool:
+        """Whether something sent left with every worker that held it (Dask then cancels
+        the tasks that need it, for "lost dependencies" or as "already forgotten")."""
+        return not all(_held(f) for f in [*self._corpora.values(), *self._sent])
+
     def take_back(self, answers: list[tuple[str, str, str, bytes]]) -> MergeCounts:
         """A task's returned answers, stored in the submitter's cache (first stored wins)."""
         return merge_answers(self._cache, answers)
+
+
+def _held(future: Any) -> bool:
+    """Whether a scattered future's data is still on some worker (a scatter has no recipe to
+    recompute it: when its last holder leaves, Dask cancels it)."""
+    return bool(future.status == "finished")
 
 
 def merge_answers(cache: str | Path, rows: list[tuple[str, str, str, bytes]]) -> MergeCounts:
