@@ -272,11 +272,11 @@ class DaskPoints:
         from distributed import as_completed
 
         args = self._args()
-        futures = {self._submit(p, args): p for p in phase}
+        futures = {self._submit(p, args): (p, args) for p in phase}
         tries = dict.fromkeys((p.id for p in phase), 1)
         pending = as_completed(futures)
         for fut in pending:
-            p = futures.pop(fut)
+            p, sent = futures.pop(fut)
             try:
                 result = fut.result()
                 error = result["error"]
@@ -285,11 +285,12 @@ class DaskPoints:
                     _place_shipped(result["folder"], self.run_dir / "points", p.id)
             except Exception as exc:  # noqa: BLE001 (a task the cluster gave up on)
                 if (self.shipper is not None and isinstance(exc, CancelledError)
-                        and self.shipper.lost() and tries[p.id] < RESHIP_TRIES):
+                        and self.shipper.lost([sent[1], *sent[2]])
+                        and tries[p.id] < RESHIP_TRIES):
                     tries[p.id] += 1
-                    args = self._args()  # re-scatters what was lost, once
+                    args = self._args()  # scatters what is lost (once for all its points)
                     again = self._submit(p, args)
-                    futures[again] = p
+                    futures[again] = (p, args)
                     pending.add(again)
                     continue
                 error = f"{type(exc).__name__}: {exc}"

@@ -175,10 +175,12 @@ class Shipper:
             self._keys.update(row[0] for row in snap.rows)
         return list(self._sent)
 
-    def lost(self) -> bool:
-        """Whether something sent left with every worker that held it (Dask then cancels
-        the tasks that need it, for "lost dependencies" or as "already forgotten")."""
-        return not all(_held(f) for f in [*self._corpora.values(), *self._sent])
+    @staticmethod
+    def lost(sent: Sequence[Any]) -> bool:
+        """Whether any of these scattered futures left with every worker that held it (Dask
+        then cancels the tasks that need it, for "lost dependencies" or as "already
+        forgotten")."""
+        return not all(_held(f) for f in sent)
 
     def take_back(self, answers: list[tuple[str, str, str, bytes]]) -> MergeCounts:
         """A task's returned answers, stored in the submitter's cache (first stored wins)."""
