@@ -285,7 +285,7 @@ class DaskPoints:
                     _place_shipped(result["folder"], self.run_dir / "points", p.id)
             except Exception as exc:  # noqa: BLE001 (a task the cluster gave up on)
                 if (self.shipper is not None and isinstance(exc, CancelledError)
-                        and self.shipper.lost([sent[1], *sent[2]])
+                        and self.shipper.lost([sent[1], *sent[2]])  # its corpus, cache
                         and tries[p.id] < RESHIP_TRIES):
                     tries[p.id] += 1
                     args = self._args()  # scatters what is lost (once for all its points)

@@ -166,7 +166,7 @@ class Shipper:
         A broadcast reaches the workers present when it is made; one that joins later
         fetches from a peer when its first task needs it. If every holder of a snapshot is
         gone, the cache is sent whole again (a worker's copy is made to agree with it)."""
-        if not all(_held(f) for f in self._sent):
+        if self.lost(self._sent):
             self._sent.clear()
             self._keys.clear()
         snap = cache_snapshot(self._cache, skip=self._keys)
