@@ -23,7 +23,7 @@ import yaml
 from skillsynth.errors import ConfigError, SkillsynthError
 from skillsynth.evaluation.reporting.report import gate, load_run, protocol_table
 from skillsynth.evaluation.sweeps.run import SweepSpec, expand_points, run_sweep
-from skillsynth.evaluation.sweeps.transport import ThreadPool, live_progress, run_points
+from skillsynth.evaluation.sweeps.transport import ThreadPool, live_progress, phases, run_points
 from skillsynth.models.backend import BackendSpec
 from skillsynth.models.llm import LEMONADE_EMBED_MODEL
 
@@ -174,6 +174,20 @@ def _stand_in(tmp_path):
     notebook = tmp_path / "stand-in.ipynb"
     nbformat.write(nb, str(notebook))
     return notebook
+
+
+def test_points_side_by_side_run_one_of_each_synthesis_first_and_one_at_a_time_keep_spec_order(
+        tmp_path):
+    spec = SweepSpec.load(_spec(tmp_path, grid=SPEC["grid"] | {
+        "similarity_tau": [0.3], "max_recall_body_chars": [1500, 800]},
+        points=[{"strategy": "none"}]))
+    todo = expand_points(spec)
+    shared, sibling, none = todo  # the spec's order: the grid, then its points
+    assert (shared.strategy, sibling.strategy, none.strategy) == (
+        "skillsynth", "skillsynth", "none")
+    assert shared.synthesis_key == sibling.synthesis_key != none.synthesis_key
+    assert phases(todo) == [[shared, none], [sibling]]
+    assert phases(todo, concurrent=False) == [[shared, sibling, none]]
 
 
 @pytest.mark.notebooks

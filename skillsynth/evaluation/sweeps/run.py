@@ -405,7 +405,8 @@ class _Site:
             pool = ThreadPool(spec=spec, corpus=corpus, backend=self.backend, run_dir=run_dir,
                               notebook=notebook, workers=workers)
             return run_points(todo, pool, label=f"sweep {spec.name}", progress=progress,
-                              log=log, on_point=on_point, points_dir=run_dir / "points")
+                              log=log, on_point=on_point, points_dir=run_dir / "points",
+                              concurrent=workers > 1)
         from .dask_cluster import DaskPoints
 
         dask = DaskPoints(client=self.client, facts=self.facts, spec=spec, corpus=corpus,

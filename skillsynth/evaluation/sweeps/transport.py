@@ -4,7 +4,7 @@ A :class:`Transport` runs one phase of points and yields each point as it finish
 its error text or None. :func:`run_points` is the plan every transport shares: points that
 would ask the model the same distillation questions (the same strategy and synthesis
 thresholds) run one of each first, the rest after, so the rest are cache hits rather than
-concurrent duplicate requests; a progress bar over points which, where the points' folders
+concurrent duplicate requests (one point at a time, the spec's order is kept); a progress bar over points which, where the points' folders
 are on this machine, also counts the live runs of the points still running (a live point
 can take an hour); each finished point reported as it lands.
 The thread pool is here (:class:`ThreadPool`); Dask's, shared or shipped, is
@@ -40,8 +40,13 @@ class Transport(Protocol):
     def run_phase(self, phase: Sequence[Point]) -> Iterator[tuple[Point, str | None]]: ...
 
 
-def phases(todo: Sequence[Point]) -> list[list[Point]]:
-    """The points in two phases: the first of each synthesis, then the rest."""
+def phases(todo: Sequence[Point], concurrent: bool = True) -> list[list[Point]]:
+    """The points in two phases: the first of each synthesis, then the rest. Only points
+    run side by side need the split; one at a time (``concurrent`` False), the spec's own
+    order already puts the first of each synthesis before the rest, so it is kept (a spec
+    orders its points on purpose: the controls a design is read against come first)."""
+    if not concurrent:
+        return [list(todo)]
     firsts: dict[str, Point] = {}
     for p in todo:
         firsts.setdefault(p.synthesis_key, p)
@@ -70,11 +75,13 @@ def live_progress(points_dir: Path, ids: Sequence[str], since: float = 0.0) -> s
 
 def run_points(todo: Sequence[Point], transport: Transport, *, label: str, progress: bool,
                log: Callable[[str], Any], on_point: Callable[[str], None] | None = None,
-               points_dir: Path | None = None) -> tuple[list[str], dict[str, str]]:
+               points_dir: Path | None = None, concurrent: bool = True
+               ) -> tuple[list[str], dict[str, str]]:
     """Every point of ``todo`` through ``transport``, in :func:`phases`; the ids that ran
     and the errors (first 2,000 characters) of those that failed. One failed point never
     stops the others. ``points_dir``: where the points write their folders, when on this
-    machine (the bar then shows :func:`live_progress` of the points not yet finished)."""
+    machine (the bar then shows :func:`live_progress` of the points not yet finished).
+    ``concurrent``: whether the transport may run points side by side."""
     ran: list[str] = []
     failed: dict[str, str] = {}
     bar = None
@@ -103,7 +110,7 @@ def run_points(todo: Sequence[Point], transport: Transport, *, label: str, progr
     if watcher is not None:
         watcher.start()
     try:
-        for phase in phases(todo):
+        for phase in phases(todo, concurrent):
             for p, error in transport.run_phase(phase) if phase else ():
                 running.remove(p.id)
                 if error is None:
