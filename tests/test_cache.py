@@ -145,6 +145,8 @@ def test_export_narrows_by_kind_model_and_time(tmp_path):
     assert export_answers(tmp_path / "a.db", out) == 2  # default: chat answers only
     assert export_answers(tmp_path / "a.db", out, model="qwen") == 1
     assert export_answers(tmp_path / "a.db", out, since="2999-01-01") == 0
+    assert export_answers(tmp_path / "a.db", out, until="2000-01-01") == 0
+    assert export_answers(tmp_path / "a.db", out, since="2000-01-01", until="2999-01-01") == 2
     with pytest.raises(StoreError, match="kinds"):
         export_answers(tmp_path / "a.db", out, kinds=("prompt",))
 

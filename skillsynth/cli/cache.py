@@ -36,7 +36,7 @@ def _cache_export(args: argparse.Namespace) -> int:
     if not cache.exists():
         raise UsageError(f"{cache}: no call cache here (nothing has been asked of a model)")
     n = export_answers(cache, args.out, kinds=args.kind or ("chat",),
-                       model=_recorded_id(args.model), since=args.since)
+                       model=_recorded_id(args.model), since=args.since, until=args.until)
     print(f"wrote {n} answer(s) from {cache} to {args.out}")
     return EXIT_OK
 
@@ -72,6 +72,9 @@ def register(sub: Any) -> None:
                    "qwen2.5-coder-1.5b) or the id answers are recorded under")
     p.add_argument("--since", default=None, metavar="ISO_TIME",
                    help="only answers stored at or after this UTC time (e.g. 2026-12-06T16:00)")
+    p.add_argument("--until", default=None, metavar="ISO_TIME",
+                   help="only answers stored before this UTC time (e.g. when a later sweep "
+                   "with the same model began on this cache)")
     p = command(g, "import", "add exported answers to the cache, all or none; an answer "
                 "already here wins", _cache_import)
     p.add_argument("files", nargs="+", help="files written by `skillsynth cache export`")

@@ -162,14 +162,17 @@ class ImportCounts:
 
 
 def export_answers(cache: str | Path, out: str | Path, *, kinds: Iterable[str] = ("chat",),
-                   model: str | None = None, since: str | None = None) -> int:
+                   model: str | None = None, since: str | None = None,
+                   until: str | None = None) -> int:
     """Write the cache's answers to ``out`` (gzipped JSON lines, sorted by key); their count.
 
     Why: a live sweep costs hours of a model's time and its answers are what make it
     reproducible. Shipped with the sweep's spec and imported on another machine, they let
     the sweep resume where it stopped without asking the model again for anything it has
-    answered: the key covers everything that determines an answer. ``model`` and ``since`` (an ISO time,
-    compared with each answer's ``created_at``) narrow what is written. The file's bytes
+    answered: the key covers everything that determines an answer. ``model``, ``since`` and
+    ``until`` (ISO times compared with each answer's ``created_at``; ``until`` excluded, so
+    a sweep started then with the same model on the same cache is left out) narrow what is
+    written. The file's bytes
     depend only on the answers, so a re-export of the same answers changes nothing in git.
     """
     kinds = tuple(kinds)
@@ -185,6 +188,9 @@ def export_answers(cache: str | Path, out: str | Path, *, kinds: Iterable[str] =
     if since is not None:
         sql += " AND created_at >= ?"
         params.append(since)
+    if until is not None:
+        sql += " AND created_at < ?"
+        params.append(until)
     with CallCache(cache) as c, c._lock:
         rows = c._conn.execute(sql + " ORDER BY key", params).fetchall()
     out = Path(out)
