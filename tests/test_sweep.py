@@ -236,15 +236,21 @@ def _live_point(points, pid, expected, lines, mtime=None):
 
 def test_live_progress_counts_the_live_runs_of_the_points_still_running(tmp_path):
     points = tmp_path / "points"
-    _live_point(points, "a", 120, 12)
-    _live_point(points, "b", 60, 60)
+    _live_point(points, "a", 120, 12, mtime=3000.0)  # 12 runs in 10 minutes
+    _live_point(points, "b", 60, 60, mtime=3000.0)  # all written: no pace of its own
     _live_point(points, "old", 60, 30, mtime=1000.0)  # left by an interrupted sweep
     (points / "replay").mkdir()  # a point without live arms
     (points / "torn").mkdir()
     (points / "torn" / "runs.expected").write_text("")  # being written: skipped, no error
-    assert live_progress(points, ["a", "b", "old", "replay", "torn", "absent"],
-                         since=2000.0) == "live runs 72/180"
-    assert live_progress(points, ["old"], since=0.0) == "live runs 30/60"
+    ids = ["a", "b", "old", "replay", "torn", "absent"]
+    # 108 runs left at a's 1.2 a minute
+    assert live_progress(points, ids, since=2000.0, now=3600.0) == \
+        "live runs 72/180, about 1 h 30 min left"
+    # two points side by side: their paces add (30 in 2,600 s and 12 in 600 s)
+    assert live_progress(points, ["old", "a"], since=0.0, now=3600.0) == \
+        "live runs 42/180, about 1 h 13 min left"
+    _live_point(points, "new", 10, 4, mtime=3590.0)  # too few runs to estimate
+    assert live_progress(points, ["new"], now=3600.0) == "live runs 4/10"
     assert live_progress(points, ["replay", "absent"]) == ""
 
 
@@ -312,7 +318,8 @@ def test_the_sweep_bar_shows_live_runs_of_running_points(tmp_path, monkeypatch):
     shutil.rmtree(tmp_path / "points")
     run_points(todo, Slow(tmp_path / "points", todo), label="t", progress=True,
                log=lambda *_: None, points_dir=tmp_path / "points")
-    assert "live runs 11/20" in shown  # the first point at 7 of 10, the second at 4 of 10
+    # the first point at 7 of 10, the second at 4 of 10; enough runs for an estimate
+    assert any(x.startswith("live runs 11/20, about ") for x in shown)
     # folders from before the sweep began (an hour ago) are not its progress
     shown.clear()
     for f in (tmp_path / "points").glob("*/runs.expected"):

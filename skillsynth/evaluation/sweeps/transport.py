@@ -31,6 +31,8 @@ __all__ = ["ThreadPool", "Transport", "live_progress", "phases", "run_points"]
 
 #: Seconds between two looks at the running points' live runs.
 _POLL_S = 15.0
+#: Live runs written before the bar estimates the time left.
+PACE_AFTER = 5
 
 
 class Transport(Protocol):
@@ -54,15 +56,23 @@ def phases(todo: Sequence[Point], concurrent: bool = True) -> list[list[Point]]:
     return [first, [p for p in todo if p not in first]]
 
 
-def live_progress(points_dir: Path, ids: Sequence[str], since: float = 0.0) -> str:
+def live_progress(points_dir: Path, ids: Sequence[str], since: float = 0.0,
+                  now: float | None = None) -> str:
     """The live runs written so far over those expected, summed over the points ``ids``
     that began their live arms at or after ``since`` (a time stamp: a folder left by an
-    earlier, interrupted sweep is not progress); "" where none has."""
+    earlier, interrupted sweep is not progress); "" where none has. Once
+    :data:`PACE_AFTER` runs are written, an estimate of the time those points have left at
+    the pace so far (each point's runs over the time since it began them, summed: points
+    run side by side add up); it says it is one: runs answered from the call cache go
+    faster than the model, so a resumed point's first estimate is short."""
+    now = time.time() if now is None else now
     done = expected = 0
+    pace = 0.0  # runs a second
     for pid in ids:
         folder = points_dir / pid
         try:
-            if (folder / RUNS_EXPECTED).stat().st_mtime < since:
+            begun = (folder / RUNS_EXPECTED).stat().st_mtime
+            if begun < since:
                 continue
             want = int((folder / RUNS_EXPECTED).read_text(encoding="utf-8"))
             with (folder / "runs.jsonl").open("rb") as fh:
@@ -70,7 +80,21 @@ def live_progress(points_dir: Path, ids: Sequence[str], since: float = 0.0) -> s
         except (OSError, ValueError):
             continue  # not begun, or being written: the next look counts it
         done, expected = done + min(got, want), expected + want
-    return f"live runs {done}/{expected}" if expected else ""
+        if got < want:
+            pace += got / max(now - begun, 1.0)
+    if not expected:
+        return ""
+    text = f"live runs {done}/{expected}"
+    if done >= PACE_AFTER and pace > 0 and done < expected:
+        text += f", about {_left((expected - done) / pace)} left"
+    return text
+
+
+def _left(seconds: float) -> str:
+    """A coarse duration: an estimate is not worth its seconds."""
+    minutes = max(1, round(seconds / 60))
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min" if hours else f"{minutes} min"
 
 
 def run_points(todo: Sequence[Point], transport: Transport, *, label: str, progress: bool,
