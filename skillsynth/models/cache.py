@@ -172,8 +172,8 @@ def export_answers(cache: str | Path, out: str | Path, *, kinds: Iterable[str] =
     answered: the key covers everything that determines an answer. ``model``, ``since`` and
     ``until`` (ISO times compared with each answer's ``created_at``; ``until`` excluded, so
     a sweep started then with the same model on the same cache is left out) narrow what is
-    written. The file's bytes
-    depend only on the answers, so a re-export of the same answers changes nothing in git.
+    written. The file's bytes depend only on the answers, so a re-export of the same
+    answers changes nothing in git.
     """
     kinds = tuple(kinds)
     bad = [k for k in kinds if k not in _KINDS]

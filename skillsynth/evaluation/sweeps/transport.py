@@ -4,9 +4,10 @@ A :class:`Transport` runs one phase of points and yields each point as it finish
 its error text or None. :func:`run_points` is the plan every transport shares: points that
 would ask the model the same distillation questions (the same strategy and synthesis
 thresholds) run one of each first, the rest after, so the rest are cache hits rather than
-concurrent duplicate requests (one point at a time, the spec's order is kept); a progress bar over points which, where the points' folders
-are on this machine, also counts the live runs of the points still running (a live point
-can take an hour); each finished point reported as it lands.
+concurrent duplicate requests (one point at a time, the spec's order is kept); a progress
+bar over points which, where the points' folders are on this machine, also counts the live
+runs of the points still running and estimates their time left (a live point can take an
+hour); each finished point reported as it lands.
 The thread pool is here (:class:`ThreadPool`); Dask's, shared or shipped, is
 :class:`~.dask_cluster.DaskPoints`.
 """
