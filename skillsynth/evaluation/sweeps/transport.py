@@ -86,7 +86,7 @@ def live_progress(points_dir: Path, ids: Sequence[str], since: float = 0.0,
     if not expected:
         return ""
     text = f"live runs {done}/{expected}"
-    if done >= PACE_AFTER and pace > 0 and done < expected:
+    if done >= PACE_AFTER and pace > 0:  # a pace means a point still has runs to write
         text += f", about {_left((expected - done) / pace)} left"
     return text
 
