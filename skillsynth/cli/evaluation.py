@@ -1,5 +1,5 @@
-"""``skillsynth eval``, ``calibrate``, ``validate-calibration``, ``sweep``, ``report``, ``gate``
-and ``baseline``."""
+"""``skillsynth eval``, ``calibrate``, ``validate-calibration``, ``sweep``, ``report``,
+``compare``, ``gate`` and ``baseline``."""
 
 from __future__ import annotations
 
@@ -206,6 +206,29 @@ def _report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _compare(args: argparse.Namespace) -> int:
+    from ..evaluation.reporting.compare import BASES, compare_points
+    from ..evaluation.reporting.controls import decoding
+    from ..evaluation.reporting.loaded import load_run
+
+    run_a = load_run(args.run)
+    run_b = load_run(args.run_b) if args.run_b else None
+    res = compare_points(run_a, args.a, args.b, run_b=run_b, bases=args.basis or BASES,
+                         seed=args.seed)
+    if args.json:
+        print_json([c.as_dict() for c in res])
+        return EXIT_OK
+    print(f"A: {res[0].a} ({run_a.path})")
+    print(f"B: {res[0].b} ({(run_b or run_a).path})")
+    if line := decoding(run_a.summary.spec):
+        print(line)
+    print("memory arms, paired per probe on the probes both ran (each probe's runs averaged "
+          "first), families resampled:")
+    for c in res:
+        print(f"  {c.line()}")
+    return EXIT_OK
+
+
 def _gate(args: argparse.Namespace) -> int:
     from ..evaluation.reporting.report import gate
 
@@ -341,6 +364,23 @@ def register(sub: Any) -> None:
                    help="instead of the report, print a Markdown block for an upstream GAIA "
                    "question (2676, 4033, 2685, 1818 or 1828, tau): figures with n and "
                    "intervals, settings, the reading and the command that reproduces them")
+    p = command(sub, "compare", "one point's memory arm against another's, paired per probe "
+                "(gold actions, gold writes, success), with an interval and the probes each "
+                "does better on", _compare)
+    p.add_argument("run", help="the run folder of point A (and of B unless --run-b)")
+    p.add_argument("a", help="point A: its id, a unique id prefix or a unique strategy")
+    p.add_argument("b", help="point B, the same way (e.g. mismatched)")
+    p.add_argument("--run-b", default=None, metavar="RUN",
+                   help="point B's run folder, a sweep of the same probes run alike (refused, "
+                   "naming what differs, where the world, model, decoding, history or corpus "
+                   "does)")
+    p.add_argument("--basis", action="append", choices=("progress", "writes", "success",
+                                                        "replay"), default=None,
+                   help="what to compare (repeatable): progress = the share of the task's "
+                   "gold actions executed, writes = of its gold writes, success, replay = the "
+                   "replay estimate's step reduction (default: progress, writes, success)")
+    p.add_argument("--seed", type=int, default=0, help="the bootstrap's seed (default 0)")
+    p.add_argument("--json", action="store_true", help="print the comparisons as JSON")
     p = command(sub, "gate", "fail on validity < 100%%, a misbehaving floor or a KPI "
                 "regression", _gate)
     p.add_argument("run", help="the run folder")

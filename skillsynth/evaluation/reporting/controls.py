@@ -25,7 +25,8 @@ from ..sweeps.summary import PointLike, as_entry
 from .verdict import POSITIVE_CONTROLS
 
 __all__ = ["ARM_ORDER", "args_gain_over_mismatched", "controls_table", "decoding",
-           "gain_recovered", "over_mismatched", "per_probe", "user_data_note"]
+           "gain_recovered", "over_mismatched", "per_probe", "probe_families",
+           "user_data_note"]
 
 #: The side-by-side order: the lower bounds, the designs, the upper bounds, the inert check.
 ARM_ORDER = ("none", "mismatched", "mismatched-plan", "skillsynth", "gaia-greedy",
@@ -72,11 +73,11 @@ def gain_recovered(rows: pd.DataFrame, point: PointLike, control: PointLike, *,
     oracle = per_probe(rows, cid, "memory", basis)
     probes = sorted(set(none) & set(design) & set(oracle))
     return oracle_gain_recovered([none[p] for p in probes], [design[p] for p in probes],
-                                 [oracle[p] for p in probes], _families(rows, probes),
+                                 [oracle[p] for p in probes], probe_families(rows, probes),
                                  seed=seed, name=_GAIN_NAME[basis])
 
 
-def _families(rows: pd.DataFrame, probes: Sequence[str]) -> list[str]:
+def probe_families(rows: pd.DataFrame, probes: Sequence[str]) -> list[str]:
     """Each probe's family (the unit intervals resample)."""
     fam = rows.drop_duplicates("probe_session").set_index("probe_session")["family"]
     return [str(fam.get(p, p)) for p in probes]
@@ -99,7 +100,7 @@ def over_mismatched(rows: pd.DataFrame, point: PointLike, mismatched: PointLike,
     wrong = per_probe(rows, mid, "memory", basis)
     probes = sorted(set(design) & set(wrong))
     return mean_kpi(f"{basis}_over_mismatched", [design[p] - wrong[p] for p in probes],
-                    unit="probes", clusters=_families(rows, probes), seed=seed,
+                    unit="probes", clusters=probe_families(rows, probes), seed=seed,
                     bounds=SHARE_CHANGE)
 
 
@@ -115,7 +116,7 @@ def args_gain_over_mismatched(rows: pd.DataFrame, point: PointLike, mismatched: 
     best = per_probe(rows, uid, "memory", "progress")
     probes = sorted(set(wrong) & set(design) & set(best))
     return oracle_gain_recovered([wrong[p] for p in probes], [design[p] for p in probes],
-                                 [best[p] for p in probes], _families(rows, probes),
+                                 [best[p] for p in probes], probe_families(rows, probes),
                                  seed=seed, name="args_gain_over_mismatched")
 
 
