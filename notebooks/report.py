@@ -73,6 +73,9 @@ with pd.option_context("display.max_colwidth", 60):
 # procedure) and `oracle-args` (with the gold arguments: tau2's upper bound), and `inert`
 # (recall forced empty: must equal no memory). `oracle_gain_recovered`: (design - none) /
 # (oracle - none) on the same probes; not measured where the oracle's own gain may be zero.
+# `progress_over_form_control`: a plan point's gold actions over `mismatched-plan` offering
+# another family's plan the same way (the plan's content alone; `-` for prose points).
+# `skillsynth compare RUN A B` sets any two points against each other.
 
 # %%
 from skillsynth.evaluation.reporting.controls import controls_table, decoding, user_data_note

@@ -199,3 +199,25 @@ def test_points_that_showed_the_distiller_values_are_named():
     assert note.startswith("user data: v showed the distiller") and " a," not in note
     assert user_data_note(pts[pts["point"] != "v"]) == ""
     assert user_data_note(pd.DataFrame({"point": ["a"]})) == ""  # runs before the option
+
+
+def test_a_plan_point_is_also_read_against_the_mismatched_plan_of_its_own_form():
+    def plan(pid, strategy, form, choices=True):
+        pt = _pt(pid, strategy, live_success_change=FLAT)
+        return pt | {"protocol": pt["protocol"] | {"procedure_form": form,
+                                                   "plan_choices": choices}}
+    # the task's plan 0.3 on every probe; prose mismatched 0.1; the plan form's control 0.2
+    rows = pd.DataFrame(_graded("m", [0.1] * 12) + _graded("mp", [0.2] * 12)
+                        + _graded("op", [0.3] * 12) + _graded("ob", [0.3] * 12)
+                        + _graded("on", [0.3] * 12) + _graded("pr", [0.3] * 12))
+    points = [_pt("m", "mismatched", live_success_change=FLAT),
+              plan("mp", "mismatched-plan", "plan"), plan("op", "oracle-plan", "plan"),
+              plan("ob", "oracle-plan", "both"), plan("on", "oracle-plan", "plan", False),
+              _pt("pr", "oracle", live_success_change=FLAT)]
+    table = controls_table(points, rows).set_index("point")
+    # over prose mismatched 0.2; over the control of its own form (plan, choices) 0.1
+    assert table.loc["op", "progress_over_mismatched"].startswith("0.20 [")
+    assert table.loc["op", "progress_over_form_control"].startswith("0.10 [")
+    # another form, choices withheld, prose, the control itself: no control of their form
+    assert list(table.loc[["ob", "on", "pr", "mp", "m"], "progress_over_form_control"]) \
+        == ["-"] * 5

@@ -7,7 +7,8 @@ controls (the ideal procedure, without and with the gold arguments). :func:`cont
 puts a run's points side by side in that order; :func:`gain_recovered` is the share of the
 oracle's gain a design recovers on the same probes (METHODS.md 2b), on live success (or the
 replay estimate) and, where the runs were scored against gold actions, on graded progress;
-:func:`over_mismatched` is what a procedure's content adds over the mismatched control's, and
+:func:`over_mismatched` is what a procedure's content adds over the mismatched control's (a
+plan's, over the control of its own form: :func:`form_control`), and
 :func:`args_gain_over_mismatched` the share of the gold arguments' gain over it that a design
 (the oracle-dataflow rung, a synthesized procedure) recovers.
 """
@@ -21,11 +22,11 @@ import pandas as pd
 
 from ..point.control_checks import oracle_gain_recovered
 from ..point.metrics import KPI, SHARE_CHANGE, mean_kpi
-from ..sweeps.summary import PointLike, as_entry
+from ..sweeps.summary import PointEntry, PointLike, as_entry
 from .verdict import POSITIVE_CONTROLS
 
 __all__ = ["ARM_ORDER", "args_gain_over_mismatched", "controls_table", "decoding",
-           "gain_recovered", "over_mismatched", "per_probe", "probe_families",
+           "form_control", "gain_recovered", "over_mismatched", "per_probe", "probe_families",
            "user_data_note"]
 
 #: The side-by-side order: the lower bounds, the designs, the upper bounds, the inert check.
@@ -159,11 +160,31 @@ def controls_table(points: Sequence[PointLike], rows: pd.DataFrame) -> pd.DataFr
         rec["args_gain_over_mismatched"] = "-" if wrong is None or upper is None or \
             not graded or p.strategy in ("mismatched", "oracle-args", "inert") else \
             _gain(args_gain_over_mismatched(rows, p, wrong, upper))
+        same_form = form_control(entries, p)
+        rec["progress_over_form_control"] = "-" if same_form is None or not graded else \
+            _fmt(over_mismatched(rows, p, same_form))
         recs.append(rec)
     return pd.DataFrame(recs, columns=["strategy", "point", *_SHOWN, "oracle_gain_recovered",
                                        "oracle_gain_recovered_progress",
                                        "progress_over_mismatched", "writes_over_mismatched",
-                                       "args_gain_over_mismatched"])
+                                       "args_gain_over_mismatched",
+                                       "progress_over_form_control"])
+
+
+def form_control(points: Sequence[PointLike], point: PointLike) -> PointEntry | None:
+    """The negative control of a plan point's own form: the run's ``mismatched-plan`` point
+    offering another family's plan the same way (``procedure_form``, ``plan_choices``).
+    Against ``mismatched`` (prose) a plan design's gain mixes what its plan says with being
+    handed a tool at all; against this control it is the plan's content alone. None for a
+    prose point, for the control itself, or where the run has no such point."""
+    p = as_entry(point)
+    form = p.protocol.get("procedure_form") or "prose"
+    if form == "prose" or p.strategy == "mismatched-plan":
+        return None
+    return next((q for q in map(as_entry, points) if q.strategy == "mismatched-plan"
+                 and (q.protocol.get("procedure_form") or "prose") == form
+                 and bool(q.protocol.get("plan_choices")) == bool(p.protocol.get("plan_choices"))),
+                None)
 
 
 def _gain(k: KPI) -> str:
