@@ -336,7 +336,20 @@ def test_live_kpis_pair_the_arms_per_probe():
     assert k["live_step_reduction"].n == 1
     assert k["live_success_change"].value == pytest.approx(0.0)  # b lost, c gained
     assert k["live_share_made_worse"].value == pytest.approx(1 / 3)
+    assert k["live_share_success_lost"].value == pytest.approx(1 / 3)  # b
     assert k["step_reduction"].n == 0  # live rows never enter the replay KPIs
+
+
+def test_more_calls_to_the_same_success_is_made_worse_but_no_success_lost():
+    def row(probe, arm, steps, ok):
+        return ProbeResult("s", arm, probe, probe, "g", (), (), 0, False, 4, steps, "live", ok)
+    rows = [row("x", "no-memory", 3, True), row("x", "memory", 6, True),  # costlier
+            row("y", "no-memory", 3, True), row("y", "memory", 8, False),  # lost
+            row("z", "no-memory", 8, False), row("z", "memory", 8, False)]  # unchanged
+    k = point_kpis(rows, [], {}, n_boot=300)
+    assert k["live_share_made_worse"].value == pytest.approx(2 / 3)
+    assert k["live_share_success_lost"].value == pytest.approx(1 / 3)
+    assert k["live_share_success_lost"].n == 3
 
 
 # ---------------------------------------------------------------- cross-task families

@@ -374,6 +374,11 @@ def _live_kpis(live: Sequence[ProbeResult], kw: dict[str, Any]) -> list[KPI]:
                  unit="probes", clusters=fams(known), bounds=SHARE_CHANGE, **kw),
         proportion_kpi("live_share_made_worse", [float(worse(b, m)) for b, m in known],
                        unit="probes", clusters=fams(known)),
+        # the part of it that is quality, not cost: where the no-memory agent already
+        # succeeds, more calls to the same success count as made worse too
+        proportion_kpi("live_share_success_lost",
+                       [float(m.success < b.success) for b, m in known],  # type: ignore[operator]
+                       unit="probes", clusters=fams(known)),
         # with repeats each value is a probe's success rate: still a share in [0, 1]
         proportion_kpi("live_success_no_memory", [b.success for b, _ in known],  # type: ignore[misc]
                        unit="probes", clusters=fams(known)),

@@ -35,6 +35,7 @@ ARM_ORDER = ("none", "mismatched", "mismatched-plan", "skillsynth", "gaia-greedy
              "oracle-run", "oracle-args", "inert")
 #: What the table shows per point (where the point has it).
 _SHOWN = ("live_success_change", "live_step_reduction", "live_decision_reduction",
+          "live_share_made_worse", "live_share_success_lost",
           "live_gold_actions_matched_change", "live_gold_writes_matched_change",
           "live_failed_call_rate_change", "live_agent_decisions_change", "step_reduction",
           "recall_hit_rate", "inert_identical")

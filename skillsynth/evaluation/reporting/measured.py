@@ -25,8 +25,9 @@ __all__ = ["HEADLINE", "sweep_measurement"]
 HEADLINE = ("synthesis_fired_rate", "recall_hit_rate", "recall_precision", "step_reduction",
             "share_made_worse", "live_step_reduction", "live_decision_reduction",
             "live_success_change", "live_gold_actions_matched_change",
-            "live_gold_writes_matched_change", "live_failed_call_rate_change", "live_agent_decisions_change",
-            "live_share_made_worse", "validity_gaia691", "validity_agentskills")
+            "live_gold_writes_matched_change", "live_failed_call_rate_change",
+            "live_agent_decisions_change", "live_share_made_worse", "live_share_success_lost",
+            "validity_gaia691", "validity_agentskills")
 
 
 def _figure(k: Any) -> dict[str, Any]:

@@ -46,8 +46,8 @@ __all__ = [
 
 _SHOWN = ("synthesis_fired_rate", "recall_hit_rate", "recall_precision", "step_reduction",
           "share_made_worse", "live_step_reduction", "live_decision_reduction",
-          "live_success_change", "live_share_made_worse", "live_prompt_token_change",
-          "step_reduction_live_probes", "validity_gaia691",
+          "live_success_change", "live_share_made_worse", "live_share_success_lost",
+          "live_prompt_token_change", "step_reduction_live_probes", "validity_gaia691",
           "validity_agentskills",
           "grounded_tools_rate", "duplicate_name_count", "provenance_integrity",
           "floors_behaved", "llm_calls", "cache_hit_rate")
