@@ -256,12 +256,12 @@ def test_sweep_dry_run_plans_points_and_writes_nothing(tmp_path, capsys):
     from skillsynth.evaluation.sweeps.plan import plan_sweep
 
     spec = tmp_path / "spec.yaml"
-    spec.write_text(yaml.safe_dump({
-        "name": "plan", "corpus": {"synthetic": {"families": 3, "seed": 5, "attempts": 4}},
-        "backend": "local", "workers": 1, "live": True, "world": "replay", "step_limit": 5,
-        "tasks": ["a", "b"], "repeats": 3, "temperature": 0.3,
-        "grid": {"strategy": ["none", "skillsynth"], "similarity_tau": [0.5],
-                 "min_occurrences": [3], "max_recall_body_chars": [1500]}}))
+    doc = {"name": "plan", "corpus": {"synthetic": {"families": 3, "seed": 5, "attempts": 4}},
+           "backend": "local", "workers": 1, "live": True, "world": "replay", "step_limit": 5,
+           "tasks": ["a", "b"], "repeats": 3, "temperature": 0.3,
+           "grid": {"strategy": ["none", "skillsynth"], "similarity_tau": [0.5],
+                    "min_occurrences": [3], "max_recall_body_chars": [1500]}}
+    spec.write_text(yaml.safe_dump(doc))
     results = tmp_path / "results"
     first = plan_sweep(spec, results_root=results)
     assert [p.state for p in first.points] == ["new", "new"]
@@ -277,6 +277,12 @@ def test_sweep_dry_run_plans_points_and_writes_nothing(tmp_path, capsys):
     assert f"done   {done.id}" in out and f"resume {killed.id}" in out
     assert "would run 1 of 2 point(s); live agent calls <= 60 before the cache" in out
     assert _tree(tmp_path) == before  # no spec.yaml, no corpus, no summary
+    # live with its probes left to the corpus (no tasks): said, not counted
+    spec.write_text(yaml.safe_dump({k: v for k, v in doc.items() if k != "tasks"}))
+    assert main(["sweep", str(spec), "--results", str(tmp_path / "r2"), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("; live, its runs counted once the corpus gives its probes") == 2
+    assert "live agent calls" not in out
 
 
 def test_a_point_another_version_ran_is_stale_and_the_sweep_refuses_to_mix_it_in(tmp_path,

@@ -35,6 +35,7 @@ class PlannedPoint:
         live_runs: agent runs it would make (probes x arms x repeats); None: not live, or the
             probes are known only once the corpus is built.
         max_agent_calls: ``live_runs`` x ``step_limit``: an upper bound on agent model calls.
+        live: the point runs the agent live (with or without a count of its runs).
     """
 
     id: str
@@ -42,6 +43,7 @@ class PlannedPoint:
     strategy: str
     live_runs: int | None
     max_agent_calls: int | None
+    live: bool = False
 
 
 @dataclass(frozen=True)
@@ -60,8 +62,9 @@ class SweepPlan:
         """The plan in words, one line per point, then a total."""
         out = [f"dry run of sweep {self.name} ({self.run_dir}); nothing is written"]
         for p in self.points:
-            live = "" if p.live_runs is None else \
-                f"; {p.live_runs} live run(s), <= {p.max_agent_calls} agent call(s)"
+            live = f"; {p.live_runs} live run(s), <= {p.max_agent_calls} agent call(s)" \
+                if p.live_runs is not None else \
+                "; live, its runs counted once the corpus gives its probes" if p.live else ""
             out.append(f"  {p.state:<6} {p.id} ({p.strategy}{live})")
         todo = self.to_run()
         calls = [p.max_agent_calls for p in todo if p.max_agent_calls is not None]
@@ -92,5 +95,5 @@ def plan_sweep(spec: SweepSpec | str | Path, *, results_root: str | Path = "eval
             runs = len(opts.tasks) * 2 * opts.repeats
         bound = None if runs is None else runs * opts.step_limit
         planned.append(PlannedPoint(id=p.id, state=state, strategy=p.strategy, live_runs=runs,
-                                    max_agent_calls=bound))
+                                    max_agent_calls=bound, live=bool(opts.live)))
     return SweepPlan(name=spec.name, run_dir=run_dir, points=tuple(planned))
