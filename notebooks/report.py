@@ -55,6 +55,8 @@ import json
 
 import pandas as pd
 
+from skillsynth.evaluation.reporting.verdict import no_verdict_reason
+
 verdict = report.verdict_table(run)
 settings = report.recommended_settings(run)
 if settings is not None:
@@ -62,7 +64,7 @@ if settings is not None:
     display(Markdown("**Recommended `memory_settings.json` block** (written to "
                      "`recommended_settings.json`): `" + json.dumps(settings) + "`"))
 with pd.option_context("display.max_colwidth", 60):
-    display(verdict if len(verdict) else Markdown("no skillsynth point finished: no verdict"))
+    display(verdict if len(verdict) else Markdown(no_verdict_reason(run.summary.points)))
 
 # %% [markdown]
 # ## Against the controls

@@ -20,9 +20,12 @@ skillsynth world prepare
 skillsynth models status
 skillsynth sweep eval/sweeps/main.yaml --results "$RESULTS"
 skillsynth report "$RESULTS/main" --baseline eval/baselines/main.json
+skillsynth report "$RESULTS/main" --baseline eval/baselines/main.json \
+    --markdown "$RESULTS/main/kpi-summary.md" --command "./scripts/main.sh"   # for a pull request
 skillsynth gate "$RESULTS/main"   # validity and floors (no baseline for this corpus yet)
 # the live point: two tau2 retail probes run live in tau2:retail, both arms
 skillsynth sweep eval/sweeps/main-live.yaml --results "$RESULTS"
 skillsynth report "$RESULTS/main-live"
 skillsynth gate "$RESULTS/main-live"
 echo "main job done: KPI reports at $RESULTS/main/report.html and $RESULTS/main-live/report.html"
+echo "the main run's summary for a pull request: $RESULTS/main/kpi-summary.md"

@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from skillsynth.errors import ConfigError, SkillsynthError
+from skillsynth.evaluation.reporting.markdown import markdown_summary
 from skillsynth.evaluation.reporting.report import gate, load_run, protocol_table
 from skillsynth.evaluation.sweeps.run import SweepSpec, expand_points, run_sweep
 from skillsynth.evaluation.sweeps.transport import ThreadPool, live_progress, phases, run_points
@@ -421,6 +422,10 @@ def test_killed_sweep_resumes_and_a_rerun_point_is_a_cache_hit(tmp_path, request
                                                  "better": "higher", "n": 1}
     base.write_text(json.dumps(bad))
     assert main(["gate", str(run), "--baseline", str(base)]) == 1
+    # the summary for a pull request says the same: the verdict's rows and the failed check
+    md = markdown_summary(run, baseline=base)
+    assert "| recommended: " in md and "Format validity (gaia691)" in md
+    assert "**Gate: FAIL**" in md and "synthesis_fired_rate" in md.split("**Gate")[1]
 
 
 def _summary(tmp: Path, *, validity=1.0, floor=True, fired=0.5, status="ran") -> Path:

@@ -193,16 +193,30 @@ def _report(args: argparse.Namespace) -> int:
 
         print(for_issue(args.run, args.for_issue), end="")
         return EXIT_OK
-    from ..evaluation.reporting.report import render_report
+    if args.markdown:
+        from ..evaluation.reporting.markdown import markdown_summary
 
-    html = render_report(args.run, baseline=args.baseline, out_html=args.out)
-    print(f"report: {html}")
-    print(f"plots:  {Path(args.run) / 'plots'}")
+        if args.out:
+            raise UsageError("--out names the HTML report's file, which --markdown does not "
+                             "write: give the summary's file as --markdown FILE")
+        text = markdown_summary(args.run, baseline=args.baseline, command=args.command)
+        if args.markdown == "-":
+            print(text, end="")
+        else:
+            Path(args.markdown).write_text(text, encoding="utf-8")
+            print(f"markdown: {args.markdown}")
+    else:
+        from ..evaluation.reporting.report import render_report
+
+        html = render_report(args.run, baseline=args.baseline, out_html=args.out)
+        print(f"report: {html}")
+        print(f"plots:  {Path(args.run) / 'plots'}")
     if args.record:
         from ..evaluation.reporting.measured import sweep_measurement
         from ..figures import record
 
-        print(f"record: {record(sweep_measurement(args.run, command=args.command), args.record)}")
+        print(f"record: {record(sweep_measurement(args.run, command=args.command), args.record)}",
+              file=sys.stderr if args.markdown == "-" else sys.stdout)  # stdout: the summary
     return EXIT_OK
 
 
@@ -358,8 +372,14 @@ def register(sub: Any) -> None:
                    "the measurement record DIR/sweep-NAME.json (eval/figures/ feeds the docs' "
                    "Measured figures page); default: not recorded")
     p.add_argument("--command", default=None,
-                   help="with --record: the command line that reproduces the run, as the "
-                   "record states it (default: a placeholder naming the sweep)")
+                   help="with --record or --markdown: the command line that reproduces the "
+                   "run (default: the record names the sweep; the summary shows no line)")
+    p.add_argument("--markdown", metavar="FILE", default=None,
+                   help="instead of the HTML report, write the run's KPI summary as GitHub "
+                   "Markdown to FILE ('-': print it), to paste on a pull request: the run, "
+                   "#887's verdict, each point against its controls, the headline KPIs and "
+                   "the gate (against --baseline when given); --command adds the line that "
+                   "reproduces it")
     p.add_argument("--for-issue", metavar="ISSUE", default=None,
                    help="instead of the report, print a Markdown block for an upstream GAIA "
                    "question (2676, 4033, 2685, 1818 or 1828, tau): figures with n and "

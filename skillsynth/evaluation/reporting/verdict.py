@@ -35,6 +35,7 @@ __all__ = [
     "control_check",
     "gaia_default_point",
     "judge",
+    "no_verdict_reason",
     "recommend",
     "run_control",
     "run_negative",
@@ -428,3 +429,13 @@ def verdict_points(points: Sequence[PointT]) -> list[tuple[str, PointT]]:
     if gaia is not None and (best is None or as_entry(gaia).id != as_entry(best).id):
         out.append(("GAIA defaults", gaia))
     return out
+
+
+def no_verdict_reason(points: Sequence[PointLike]) -> str:
+    """Why :func:`verdict_points` is empty, in one sentence for a report."""
+    designs = [e for e in map(as_entry, points) if e.strategy == "skillsynth"]
+    if not designs:
+        return "No skillsynth point finished: no verdict."
+    return (f"No verdict: none of the {len(designs)} skillsynth point(s) is one GAIA can run "
+            "by its settings alone (recall by when_to_use, the per-call rate, bodies cut "
+            "raw); read them against the controls.")
