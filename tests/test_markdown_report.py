@@ -13,6 +13,7 @@ from test_controls_report import _pt
 
 from skillsynth.cli import main
 from skillsynth.evaluation.reporting.markdown import markdown_summary, md_table
+from skillsynth.evaluation.reporting.verdict import no_verdict_reason, verdict_points
 
 SPEC = {"world": "tau2:retail", "backend": {"chat_model": "qwen2.5-coder-1.5b"},
         "temperature": 0.3, "repeats": 2, "live": True, "corpus": {"db": "c.db"}}
@@ -81,3 +82,15 @@ def test_the_command_prints_or_writes_the_summary_and_refuses_an_html_file(tmp_p
     assert e.value.code == 2
     assert "--out names the HTML report's file" in capsys.readouterr().err
 
+
+
+def test_without_a_verdict_the_summary_says_which_reason_holds():
+    when_to_use = _pt("s", "skillsynth", live_success_change={
+        "value": -0.3, "lo": -0.5, "hi": -0.1, "n": 20, "n_families": 10})
+    goals = _pt("g", "skillsynth") | {"protocol": {"recall_key": "goals"}}
+    assert no_verdict_reason([_pt("m", "mismatched")]).startswith("No skillsynth point")
+    assert "none of the 1 skillsynth point(s)" in no_verdict_reason([goals])
+    # GAIA could run it, but it lost success and sits off GAIA's defaults
+    off_defaults = when_to_use | {"params": {**when_to_use["params"], "similarity_tau": 0.5}}
+    assert verdict_points([goals, off_defaults]) == []
+    assert "lowered success" in no_verdict_reason([goals, off_defaults])

@@ -436,6 +436,9 @@ def no_verdict_reason(points: Sequence[PointLike]) -> str:
     designs = [e for e in map(as_entry, points) if e.strategy == "skillsynth"]
     if not designs:
         return "No skillsynth point finished: no verdict."
+    if any(adoptable(e) for e in designs):
+        return ("No verdict: every skillsynth point GAIA can run by its settings alone lowered "
+                "success (none to recommend), and none is at GAIA's defaults.")
     return (f"No verdict: none of the {len(designs)} skillsynth point(s) is one GAIA can run "
             "by its settings alone (recall by when_to_use, the per-call rate, bodies cut "
             "raw); read them against the controls.")
