@@ -8,15 +8,12 @@ import json
 
 import pandas as pd
 import pytest
-from test_compare import _row, _rows
+from test_compare import SPEC, _row, _rows
 from test_controls_report import _pt
 
 from skillsynth.cli import main
 from skillsynth.evaluation.reporting.markdown import markdown_summary, md_table
 from skillsynth.evaluation.reporting.verdict import no_verdict_reason, verdict_points
-
-SPEC = {"world": "tau2:retail", "backend": {"chat_model": "qwen2.5-coder-1.5b"},
-        "temperature": 0.3, "repeats": 2, "live": True, "corpus": {"db": "c.db"}}
 
 
 def _run(path, *, n_points=3):
@@ -81,7 +78,6 @@ def test_the_command_prints_or_writes_the_summary_and_refuses_an_html_file(tmp_p
         main(["report", str(run), "--markdown", "-", "--out", "x.html"])
     assert e.value.code == 2
     assert "--out names the HTML report's file" in capsys.readouterr().err
-
 
 
 def test_without_a_verdict_the_summary_says_which_reason_holds():
