@@ -308,9 +308,12 @@ def test_live_controls_on_the_replay_world_give_graded_kpis_and_a_checked_inert_
             k["live_gold_actions_matched_no_memory"].value,
             k["live_gold_actions_matched_change"].value) == (1.0, 0.0, 1.0)
     assert k["live_sensitivity_progress"].value == 1.0
-    # families are kept, so the small-n rules apply (3 families: a cluster-t interval)
-    assert (k["live_gold_actions_matched_change"].n_families,
-            k["live_gold_actions_matched_change"].method) == (3, "cluster-t")
+    # families are kept, so the small-n rules apply (3 families, every change 1.0: the
+    # share of families that could differ, 3.841459 / 6.841459 = 0.561497, times the
+    # distance to -1: 1 - 2 * 0.561497 = -0.122994, where resampling would say [1, 1])
+    change = k["live_gold_actions_matched_change"]
+    assert (change.n_families, change.method) == (3, "no-variation")
+    assert (change.lo, change.hi) == (pytest.approx(-0.122994, abs=1e-6), 1.0)
     # each live row carries its run's share, which the report pairs across points
     live = [r for r in res.rows if r.steps_method == "live"]
     assert sorted((r.arm, r.gold_matched) for r in live) == \

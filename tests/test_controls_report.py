@@ -116,13 +116,20 @@ def test_gain_recovered_on_graded_progress_reads_each_runs_gold_share():
         return [dict(r, gold_matched=g) for r, g in
                 zip(_rows(point, arm, [0] * len(shares)), shares, strict=True)]
     none = [0.0] * 12
-    oracle = [0.5] * 12
+    oracle = [0.5] * 6 + [0.75] * 6
     design = [0.25] * 6 + [0.0] * 6
     table = pd.DataFrame(rows("s", "no-memory", none) + rows("s", "memory", design)
                          + rows("o", "no-memory", none) + rows("o", "memory", oracle))
     k = gain_recovered(table, {"id": "s"}, {"id": "o"}, basis="progress")
-    # (0.125 - 0) / (0.5 - 0) = 0.25, worked by hand
-    assert k.name == "oracle_gain_recovered_progress" and abs(k.value - 0.25) < 1e-9
+    # (0.125 - 0) / (0.625 - 0) = 0.2, worked by hand
+    assert k.name == "oracle_gain_recovered_progress" and abs(k.value - 0.2) < 1e-9
+    # the oracle's gain the same 0.5 in each of the 6 families: up to 3.841459 / 9.841459 =
+    # 0.390333 of families could differ, down to -1, so 0.5 - 0.390333 * 1.5 < 0: a gain
+    # that may be nothing, not a denominator (a resampling interval would say [0.5, 0.5])
+    flat = pd.DataFrame(rows("s", "no-memory", none) + rows("s", "memory", design)
+                        + rows("o", "no-memory", none) + rows("o", "memory", [0.5] * 12))
+    flat_k = gain_recovered(flat, {"id": "s"}, {"id": "o"}, basis="progress")
+    assert flat_k.value is None and "[-0.09, 0.70]" in flat_k.note
     assert gain_recovered(table, {"id": "s"}, {"id": "o"}, basis="success").value is None
     # rows written before graded progress existed: nothing to pair
     assert gain_recovered(table.drop(columns="gold_matched"), {"id": "s"}, {"id": "o"},

@@ -104,6 +104,38 @@ def _probe(family, i, *, fired=True, right=1, recorded=4, steps=3):
                        "replay-v1", True)
 
 
+def test_a_mean_without_variation_gets_a_width_from_the_families_that_could_differ():
+    # 20 families, no change in any: Wilson's upper bound for 0 of 20 is
+    # z^2 / (20 + z^2) = 3.841459 / 23.841459 = 0.161125, and a change in [-1, 1] at 0 can
+    # move that share of 1 either way: [-0.161125, 0.161125], never [0, 0].
+    fams = [f"f{i}" for i in range(20)]
+    none = mean_kpi("change", [0.0] * 20, unit="probes", clusters=fams, bounds=(-1.0, 1.0))
+    assert none.method == "no-variation" and none.value == 0.0
+    assert (none.lo, none.hi) == (pytest.approx(-0.161125, abs=1e-6),
+                                  pytest.approx(0.161125, abs=1e-6))
+    # at a bound only the other side opens: shares of 0 in [0, 1] over 7 families,
+    # 3.841459 / 10.841459 = 0.354330 (the Wilson interval of 0 of 7)
+    floor = mean_kpi("share", [0.0] * 14, unit="probes",
+                     clusters=[f"f{i // 2}" for i in range(14)], bounds=(0.0, 1.0))
+    assert (floor.lo, floor.hi) == (0.0, pytest.approx(0.354330, abs=1e-6))
+    assert floor.hi == pytest.approx(wilson_interval(0, 7)[1])
+    # 0.5 everywhere in [0, 1], 3 families: 0.5 -+ 0.5 * 3.841459 / 6.841459 = 0.280749
+    mid = mean_kpi("m", [0.5] * 3, unit="probes", clusters=["A", "B", "C"], bounds=(0.0, 1.0))
+    assert (mid.lo, mid.hi) == (pytest.approx(0.5 - 0.280749, abs=1e-6),
+                                pytest.approx(0.5 + 0.280749, abs=1e-6))
+    # no bound on the values: nothing limits an unseen value, so no interval, said
+    open_ = mean_kpi("steps", [2.0] * 6, unit="probes", clusters=fams[:6], bounds=(1.0, None))
+    assert (open_.lo, open_.hi, open_.method) == (None, None, "no-variation")
+    assert "no bound" in open_.note
+    # one family stays without an interval; any variation goes back to resampling
+    assert mean_kpi("m", [0.0] * 3, unit="probes", clusters=["A"] * 3,
+                    bounds=(-1.0, 1.0)).method == "unavailable"
+    assert mean_kpi("m", [0.0] * 19 + [1.0], unit="probes", clusters=fams,
+                    bounds=(-1.0, 1.0), n_boot=200).method == "cluster-bootstrap"
+    # the verdict reads the honest width: no change over 20 families does not pass "no harm"
+    assert judge(none, -0.05, strict=False)[0] == "INCONCLUSIVE"
+
+
 def test_point_kpis_declare_a_kind_per_kpi_and_keep_the_old_keys():
     rows = [_probe(f"f{i % 3}", i, fired=i % 2 == 0) for i in range(6)]
     k = point_kpis(rows, [], {"memory-disabled": True}, n_boot=200)
@@ -116,9 +148,10 @@ def test_point_kpis_declare_a_kind_per_kpi_and_keep_the_old_keys():
     d = k["synthesis_fired_rate"].as_dict()
     assert {"name", "value", "lo", "hi", "n", "unit", "estimate"} <= set(d)
     assert d["n_families"] == 3 and d["n"] == 6
-    # every probe's steps fell by 1 of 4: a mean with no variation is exact, not widened
+    # every probe's steps fell by 1 of 4: no variation, and a reduction has no lower bound
+    # (a run can take any number of steps more), so no interval rather than [0.25, 0.25]
     assert k["step_reduction"].value == pytest.approx(0.25)
-    assert k["step_reduction"].method == "cluster-t"  # 3 families < MIN_FAMILIES
+    assert k["step_reduction"].method == "no-variation" and k["step_reduction"].lo is None
     json.dumps({n: v.as_dict() for n, v in k.items()})
 
 

@@ -320,7 +320,8 @@ def _excludes_zero(k: KPI) -> bool:
 def oracle_gain_recovered(none: Sequence[float], synthesized: Sequence[float],
                           oracle: Sequence[float], families: Sequence[Hashable], *,
                           name: str = "oracle_gain_recovered", unit: str = "probes",
-                          seed: int = 0, n_boot: int = N_BOOT, level: float = 0.95) -> KPI:
+                          seed: int = 0, n_boot: int = N_BOOT, level: float = 0.95,
+                          bounds: tuple[float | None, float | None] = (None, None)) -> KPI:
     """(synthesized - none) / (oracle - none): the share of the positive control's gain that
     synthesis recovers, from per-probe figures of three paired arms (one position per
     probe in each sequence).
@@ -329,7 +330,8 @@ def oracle_gain_recovered(none: Sequence[float], synthesized: Sequence[float],
     (:func:`mean_kpi` of oracle - none) does not exclude 0: a ratio over a gain that may be
     nothing is no figure. The interval resamples families jointly (all three arms of a
     family's probes together); with fewer than :data:`MIN_FAMILIES` families the value is
-    given without one.
+    given without one. ``bounds``: the range of a per-probe difference (a share's change:
+    -1 to 1), which the denominator's interval needs where its values do not vary.
     """
     if not len(none) == len(synthesized) == len(oracle) == len(families):
         raise EvaluationError("oracle_gain_recovered needs one value per probe in each arm "
@@ -342,7 +344,7 @@ def oracle_gain_recovered(none: Sequence[float], synthesized: Sequence[float],
         return KPI(name=name, value=None, lo=None, hi=None, n=0, unit=unit, estimate=False,
                    kind="ratio", method="none", n_families=0)
     den = mean_kpi("oracle_minus_none", [c - a for a, _, c in triples], unit=unit,
-                   clusters=families, seed=seed, n_boot=n_boot, level=level)
+                   clusters=families, seed=seed, n_boot=n_boot, level=level, bounds=bounds)
     if not _excludes_zero(den):
         ci = f"[{den.lo:.2f}, {den.hi:.2f}]" if den.lo is not None and den.hi is not None \
             else "(no interval)"

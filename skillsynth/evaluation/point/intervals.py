@@ -18,7 +18,7 @@ import numpy as np
 from ...errors import EvaluationError
 
 __all__ = ["N_BOOT", "bootstrap_interval", "cluster_t_interval", "design_effect",
-           "wilson_interval"]
+           "mean_interval", "no_variation_interval", "wilson_interval"]
 
 T = TypeVar("T")
 #: Bootstrap resamples per interval.
@@ -77,6 +77,64 @@ def wilson_interval(successes: float, n: float, *, level: float = 0.95
     centre = (p + z * z / (2.0 * n)) / den
     half = z * math.sqrt(p * (1.0 - p) / n + z * z / (4.0 * n * n)) / den
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def no_variation_interval(value: float, n_families: int,
+                          bounds: tuple[float | None, float | None], *, level: float = 0.95
+                          ) -> tuple[float | None, float | None]:
+    """The interval of a mean whose values are all ``value``, over ``n_families`` families.
+
+    A resampling interval of identical values has no width, and 20 families with no change
+    do not show that no family ever changes. The share of families whose value differs
+    from ``value`` is bounded by Wilson's upper bound for 0 of ``n_families`` (a family
+    counts as one observation: the conservative reading), and each such family can move
+    the mean at most as far as the values' range allows, so the mean lies within that
+    share of the distance to each bound. None where a bound is unknown (nothing limits how
+    far an unseen value could move the mean) or with fewer than one family.
+    """
+    low, high = bounds
+    if low is None or high is None or n_families < 1:
+        return None, None
+    _, w = wilson_interval(0.0, float(n_families), level=level)
+    assert w is not None
+    return value - w * (value - low), value + w * (high - value)
+
+
+def mean_interval(values: Sequence[float], clusters: Sequence[Hashable], *,
+                  bounds: tuple[float | None, float | None], min_families: int,
+                  n_boot: int = N_BOOT, seed: int = 0, level: float = 0.95
+                  ) -> tuple[float | None, float | None, str, str]:
+    """A mean's interval, the method that gave it and a note: ``lo, hi, method, note``.
+
+    With one family, none (a resample of one family is that family); values without any
+    variation, :func:`no_variation_interval` (either resampling interval would have no
+    width); from ``min_families`` families, the cluster bootstrap; with fewer, the
+    cluster t. The interval is clipped to ``bounds``: a t interval over few families can
+    reach past what the mean can be, and a bound it cannot take is no information.
+    """
+    vals = [float(v) for v in values]
+    g = len(set(clusters))
+    if g < 2:
+        return None, None, "unavailable", "one family: no interval"
+    lo: float | None
+    hi: float | None
+    method, note = "", ""
+    if min(vals) == max(vals):
+        lo, hi = no_variation_interval(vals[0], g, bounds, level=level)
+        method = "no-variation"
+        if lo is None:
+            note = f"every value {vals[0]:g} over {g} families and no bound on them: no interval"
+    elif g >= min_families:
+        lo, hi = bootstrap_interval(vals, lambda xs: float(np.mean(xs)), clusters=clusters,
+                                    n_boot=n_boot, seed=seed, level=level)
+        method = "cluster-bootstrap"
+    else:
+        lo, hi = cluster_t_interval(vals, clusters, level=level)
+        method = "cluster-t"
+    low, high = bounds
+    if lo is not None and hi is not None:
+        lo, hi = (lo if low is None else max(lo, low)), (hi if high is None else min(hi, high))
+    return lo, hi, method, note
 
 
 def _groups(values: Sequence[float], clusters: Sequence[Hashable]) -> list[list[float]]:

@@ -10,7 +10,8 @@ Each KPI has a kind, declared where it is built, and its interval follows from t
 - ``mean`` (a mean of per-probe figures; paired figures are differenced per probe): a
   percentile interval of a cluster bootstrap (families resampled whole) with at least
   :data:`MIN_FAMILIES` families; with fewer, a cluster-level t interval (too few
-  resamples exist for percentiles); with one family, no interval at all.
+  resamples exist for percentiles); with one family, no interval at all; values without
+  any variation: a bound from Wilson's on the share of families that could differ.
 - ``ratio``: :func:`oracle_gain_recovered`.
 - ``count``: n and no interval.
 
@@ -33,6 +34,7 @@ from .intervals import (
     bootstrap_interval,
     cluster_t_interval,
     design_effect,
+    mean_interval,
     wilson_interval,
 )
 
@@ -277,7 +279,9 @@ def mean_kpi(name: str, values: Sequence[float], *, unit: str, clusters: Sequenc
              bounds: tuple[float | None, float | None] = (None, None)) -> KPI:
     """A mean of per-probe figures: a cluster bootstrap with :data:`MIN_FAMILIES` families
     or more, a cluster-level t interval with fewer, no interval with one family (a
-    resample of one family is that family: a zero-width interval says nothing).
+    resample of one family is that family: a zero-width interval says nothing), a bound
+    from the families that could differ where the values have no variation
+    (:func:`.intervals.mean_interval`).
 
     ``bounds``: the range every value lies in (a share's change: -1 to 1), to which the
     interval is clipped: a t interval over few families can reach past what the mean can
@@ -287,20 +291,10 @@ def mean_kpi(name: str, values: Sequence[float], *, unit: str, clusters: Sequenc
         return KPI(name=name, value=None, lo=None, hi=None, n=0, unit=unit, estimate=estimate,
                    kind="mean", method="none", n_families=0)
     g = len(set(clusters))
+    lo, hi, method, note = mean_interval(vals, clusters, bounds=bounds,
+                                         min_families=MIN_FAMILIES, n_boot=n_boot, seed=seed,
+                                         level=level)
     value = float(np.mean(vals))
-    if g >= MIN_FAMILIES:
-        lo, hi = bootstrap_interval(vals, _mean, clusters=clusters, n_boot=n_boot, seed=seed,
-                                    level=level)
-        method, note = "cluster-bootstrap", ""
-    elif g >= 2:
-        lo, hi = cluster_t_interval(vals, clusters, level=level)
-        method, note = "cluster-t", ""
-    else:
-        lo = hi = None
-        method, note = "unavailable", "one family: no interval"
-    low, high = bounds
-    if lo is not None and hi is not None:
-        lo, hi = (lo if low is None else max(lo, low)), (hi if high is None else min(hi, high))
     return KPI(name=name, value=value, lo=lo, hi=hi, n=len(vals), unit=unit, estimate=estimate,
                kind="mean", method=method, n_families=g, note=note)
 

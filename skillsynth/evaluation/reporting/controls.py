@@ -76,7 +76,8 @@ def gain_recovered(rows: pd.DataFrame, point: PointLike, control: PointLike, *,
     probes = sorted(set(none) & set(design) & set(oracle))
     return oracle_gain_recovered([none[p] for p in probes], [design[p] for p in probes],
                                  [oracle[p] for p in probes], probe_families(rows, probes),
-                                 seed=seed, name=_GAIN_NAME[basis])
+                                 seed=seed, name=_GAIN_NAME[basis],
+                                 bounds=(None, None) if basis == "replay" else SHARE_CHANGE)
 
 
 def probe_families(rows: pd.DataFrame, probes: Sequence[str]) -> list[str]:
@@ -119,7 +120,8 @@ def args_gain_over_mismatched(rows: pd.DataFrame, point: PointLike, mismatched: 
     probes = sorted(set(wrong) & set(design) & set(best))
     return oracle_gain_recovered([wrong[p] for p in probes], [design[p] for p in probes],
                                  [best[p] for p in probes], probe_families(rows, probes),
-                                 seed=seed, name="args_gain_over_mismatched")
+                                 seed=seed, name="args_gain_over_mismatched",
+                                 bounds=SHARE_CHANGE)
 
 
 def _fmt(k: KPI | None) -> str:
