@@ -251,6 +251,15 @@ def test_a_prose_rung_of_the_ladder_gets_a_table_from_the_skill_it_wrote(tmp_pat
     row = tables["d"].probes.iloc[0]
     # its body (read from the SKILL.md it wrote, no history.db) states every source
     assert (row["gold_sources_stated"], row["stage"], row["lost"]) == ("3/3", "agent", 0.25)
+    # the sweep record holds the rung's share of the arguments' gain, as a design's; over
+    # one family the upper bound's gain has no interval, so the share is not measured, said
+    from skillsynth.evaluation.reporting.measured import _ladder
+
+    figures = _ladder(ladder)
+    rung = figures["d: args_gain_over_mismatched"]
+    assert (rung["value"], rung["n"]) == (None, 1) and "not measured" in rung["note"]
+    assert "s: args_gain_over_mismatched" in figures
+    assert not any(k.startswith(("m: args_gain", "a: args_gain")) for k in figures)
 
 
 def test_the_sweep_record_counts_the_probes_stopped_before_the_write_at_source_and_agent(tmp_path):

@@ -43,23 +43,24 @@ def _figure(k: Any) -> dict[str, Any]:
 
 
 def _ladder(run: Run) -> dict[str, Any]:
-    """Per design point of a live run with mismatched and oracle-args: its share of the gold
-    arguments' gain over mismatched, its (and oracle-args') gain on the gold writes alone
-    over mismatched, and the share lost at each stage (the loss table, where the point has
-    one)."""
+    """Per point of a live run with mismatched and oracle-args (the designs and the rungs
+    between, such as the gold names or a plan): its share of the gold arguments' gain over
+    mismatched, its (and oracle-args') gain on the gold writes alone over mismatched, and
+    the share lost at each stage (the loss table, where the point has one)."""
     from .controls import args_gain_over_mismatched, over_mismatched
     from .loss import WRITE_STAGES, ladder_points, loss_tables
 
-    designs, wrong, upper = ladder_points(run)
+    _, wrong, upper = ladder_points(run)
     if wrong is None or upper is None:
         return {}
+    rungs = sorted(p for p in run.points["point"] if p not in (wrong, upper))
     out: dict[str, Any] = {}
-    for pid, _ in designs:
+    for pid in rungs:
         k = args_gain_over_mismatched(run.rows, {"id": pid}, {"id": wrong}, {"id": upper})
         out[f"{pid}: args_gain_over_mismatched"] = _figure(k) | (
             {"note": k.note} if k.value is None and k.note else {})
     if "gold_writes_matched" in run.rows:  # the gold writes alone (rows since they were kept)
-        for pid in [*(d for d, _ in designs), upper]:
+        for pid in [*rungs, upper]:
             out[f"{pid}: writes_over_mismatched"] = _figure(
                 over_mismatched(run.rows, {"id": pid}, {"id": wrong}, basis="writes"))
     for pid, t in loss_tables(run).items():
