@@ -99,7 +99,8 @@ def describe_run(run: Run) -> str:
             f"{versions.skillsynth}.  \n"
             "Intervals (95%, clustered by task family): Wilson on the effective sample "
             "size for shares, cluster bootstrap for means (cluster-level t below "
-            f"{MIN_FAMILIES} families, none for one). *est.* marks replay estimates "
+            f"{MIN_FAMILIES} families, none for one; a Wilson bound where no value "
+            "differs). *est.* marks replay estimates "
             "(METHODS.md 5).")
 
 
