@@ -116,15 +116,12 @@ def mean_interval(values: Sequence[float], clusters: Sequence[Hashable], *,
     g = len(set(clusters))
     if g < 2:
         return None, None, "unavailable", "one family: no interval"
-    lo: float | None
-    hi: float | None
-    method, note = "", ""
-    if min(vals) == max(vals):
+    if min(vals) == max(vals):  # already within the bounds: nothing to clip
         lo, hi = no_variation_interval(vals[0], g, bounds, level=level)
-        method = "no-variation"
-        if lo is None:
-            note = f"every value {vals[0]:g} over {g} families and no bound on them: no interval"
-    elif g >= min_families:
+        note = "" if lo is not None else \
+            f"every value {vals[0]:g} over {g} families and no bound on them: no interval"
+        return lo, hi, "no-variation", note
+    if g >= min_families:
         lo, hi = bootstrap_interval(vals, lambda xs: float(np.mean(xs)), clusters=clusters,
                                     n_boot=n_boot, seed=seed, level=level)
         method = "cluster-bootstrap"
@@ -134,7 +131,7 @@ def mean_interval(values: Sequence[float], clusters: Sequence[Hashable], *,
     low, high = bounds
     if lo is not None and hi is not None:
         lo, hi = (lo if low is None else max(lo, low)), (hi if high is None else min(hi, high))
-    return lo, hi, method, note
+    return lo, hi, method, ""
 
 
 def _groups(values: Sequence[float], clusters: Sequence[Hashable]) -> list[list[float]]:
